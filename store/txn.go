@@ -1,0 +1,137 @@
+package store
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// MutationKind says what a Mutation does.
+type MutationKind uint8
+
+const (
+	// Put sets Key to Value.
+	Put MutationKind = iota + 1
+	// Delete removes Key.
+	Delete
+	// DeleteRange removes every key in [Key, End).
+	DeleteRange
+)
+
+// Mutation is one write of a Txn.
+type Mutation struct {
+	Kind  MutationKind
+	Table Table
+	Key   []byte
+	Value []byte // Put only
+	End   []byte // DeleteRange only
+}
+
+// Check is a condition of a Txn: at commit, the committed value of Key must
+// equal Value (Absent: the key must not exist). Backends evaluate checks
+// atomically with the commit. Checks are for the few read-modify-write paths
+// that have no lease to serialize them (queue producers, controller state);
+// REQUIRES: every writer of a checked key checks it too.
+type Check struct {
+	Table  Table
+	Key    []byte
+	Value  []byte
+	Absent bool
+}
+
+// Txn collects the mutations, checks and prerequisite leases of one commit.
+// It is a plain builder: nothing touches the store until Store.Commit. Later
+// mutations of the same key win over earlier ones, in order. A Txn is not
+// safe for concurrent use.
+type Txn struct {
+	prerequisites []LeaseID
+	mutations     []Mutation
+	checks        []Check
+	bytes         int
+}
+
+// NewTxn returns an empty Txn whose commit requires every given lease to be
+// active. Zero lease ids are ignored.
+func NewTxn(prerequisites ...LeaseID) *Txn {
+	t := &Txn{}
+	for _, id := range prerequisites {
+		if id != 0 {
+			t.prerequisites = append(t.prerequisites, id)
+		}
+	}
+	return t
+}
+
+// Put sets key to value. The Txn keeps the slices; the caller must not modify
+// them afterwards.
+func (t *Txn) Put(table Table, key, value []byte) {
+	t.mutations = append(t.mutations, Mutation{Kind: Put, Table: table, Key: key, Value: value})
+	t.bytes += len(key) + len(value)
+}
+
+// Delete removes key.
+func (t *Txn) Delete(table Table, key []byte) {
+	t.mutations = append(t.mutations, Mutation{Kind: Delete, Table: table, Key: key})
+	t.bytes += len(key)
+}
+
+// DeleteRange removes every key in [lo, hi) of table. A nil hi means "to the
+// end of the table".
+func (t *Txn) DeleteRange(table Table, lo, hi []byte) {
+	t.mutations = append(t.mutations, Mutation{Kind: DeleteRange, Table: table, Key: lo, End: hi})
+	t.bytes += len(lo) + len(hi)
+}
+
+// CheckValue makes the commit conditional on key's committed value equalling value.
+func (t *Txn) CheckValue(table Table, key, value []byte) {
+	t.checks = append(t.checks, Check{Table: table, Key: key, Value: value})
+}
+
+// CheckAbsent makes the commit conditional on key not existing.
+func (t *Txn) CheckAbsent(table Table, key []byte) {
+	t.checks = append(t.checks, Check{Table: table, Key: key, Absent: true})
+}
+
+// Prerequisites returns the leases the commit requires.
+func (t *Txn) Prerequisites() []LeaseID { return t.prerequisites }
+
+// Mutations returns the writes, in order.
+func (t *Txn) Mutations() []Mutation { return t.mutations }
+
+// Checks returns the conditions.
+func (t *Txn) Checks() []Check { return t.checks }
+
+// Len is the number of mutations.
+func (t *Txn) Len() int { return len(t.mutations) }
+
+// Bytes is the total size of keys and values written.
+func (t *Txn) Bytes() int { return t.bytes }
+
+// Empty reports whether the Txn writes nothing and checks nothing. An empty
+// Txn with prerequisites is still meaningful: committing it probes that the
+// leases are active.
+func (t *Txn) Empty() bool { return len(t.mutations) == 0 && len(t.checks) == 0 }
+
+// Validate reports the first malformed mutation or check: an invalid table
+// name, an empty key, or an inverted range.
+func (t *Txn) Validate() error {
+	for i, m := range t.mutations {
+		if !m.Table.Valid() {
+			return fmt.Errorf("store: mutation %d: invalid table name %q", i, m.Table)
+		}
+		if m.Kind != DeleteRange && len(m.Key) == 0 {
+			return fmt.Errorf("store: mutation %d on table %s: empty key", i, m.Table)
+		}
+		if m.Kind == DeleteRange && m.End != nil && bytes.Compare(m.Key, m.End) > 0 {
+			return fmt.Errorf("store: mutation %d on table %s: range start after range end", i, m.Table)
+		}
+	}
+	for i, c := range t.checks {
+		if !c.Table.Valid() {
+			return fmt.Errorf("store: check %d: invalid table name %q", i, c.Table)
+		}
+		if len(c.Key) == 0 {
+			return fmt.Errorf("store: check %d on table %s: empty key", i, c.Table)
+		}
+	}
+	return nil
+}
