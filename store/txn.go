@@ -15,6 +15,9 @@ const (
 	Delete
 	// DeleteRange removes every key in [Key, End).
 	DeleteRange
+	// Append adds Value as the next row of the ordered sequence Key (see
+	// Txn.Append).
+	Append
 )
 
 // Mutation is one write of a Txn.
@@ -81,6 +84,22 @@ func (t *Txn) DeleteRange(table Table, lo, hi []byte) {
 	t.bytes += len(lo) + len(hi)
 }
 
+// Append adds rows to the ordered sequence named prefix in table (an
+// ordered table, like a YTsaurus queue tablet). At commit the backend gives
+// each row the next index of the sequence — dense from 0, in commit order,
+// never reused — and a timestamp: a store Timestamp issued during the
+// commit, strictly greater than the sequence's previous row's. The row is
+// stored under key prefix + BE64(index) with value BE64(timestamp) + value.
+// Appends to one sequence from concurrent commits are serialized; appends to
+// different sequences are not. A Txn's appends to a sequence keep their
+// order. REQUIRES: nothing else writes keys under prefix.
+func (t *Txn) Append(table Table, prefix []byte, values ...[]byte) {
+	for _, v := range values {
+		t.mutations = append(t.mutations, Mutation{Kind: Append, Table: table, Key: prefix, Value: v})
+		t.bytes += len(prefix) + len(v) + 16
+	}
+}
+
 // CheckValue makes the commit conditional on key's committed value equalling value.
 func (t *Txn) CheckValue(table Table, key, value []byte) {
 	t.checks = append(t.checks, Check{Table: table, Key: key, Value: value})
@@ -118,7 +137,7 @@ func (t *Txn) Validate() error {
 		if !m.Table.Valid() {
 			return fmt.Errorf("store: mutation %d: invalid table name %q", i, m.Table)
 		}
-		if m.Kind != DeleteRange && len(m.Key) == 0 {
+		if m.Kind != DeleteRange && m.Kind != Append && len(m.Key) == 0 {
 			return fmt.Errorf("store: mutation %d on table %s: empty key", i, m.Table)
 		}
 		if m.Kind == DeleteRange && m.End != nil && bytes.Compare(m.Key, m.End) > 0 {

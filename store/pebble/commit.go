@@ -1,0 +1,189 @@
+package pebble
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	pebbledb "github.com/cockroachdb/pebble/v2"
+
+	"github.com/weir-stream/weir/store"
+)
+
+// maxTxnBytes bounds the encoded size of one Txn. Pebble panics when a batch
+// reaches 4 GiB; a Txn anywhere near that is a bug in the caller, so it is
+// rejected before a batch is built.
+const maxTxnBytes = 1 << 30
+
+// Commit applies txn atomically and durably (see store.Store).
+//
+// The steps, in lock order (the order prevents deadlocks between commits,
+// aborts and checks):
+//
+//  1. validate txn (store.Txn.Validate, supported mutation kinds, size);
+//     nothing is locked yet and nothing is written on failure;
+//  2. if txn has checks, take checkMu (serializes checked commits);
+//  3. take every prerequisite lease's barrier for reading, in increasing id
+//     order, and check the lease is active; a lease found ended fails the
+//     commit with a *store.LeaseLostError;
+//  4. evaluate the checks against the committed data (store.ErrConflict);
+//  5. lock the sequences the Txn appends to (in key order), give the
+//     appended rows their indexes and timestamps;
+//  6. write the batch with pebbledb.Sync and release everything.
+//
+// Invariant: a lease's barrier is read-held from the moment its state was
+// checked until the write has returned, and AbortLease / expiry take it for
+// writing, so no write of a commit that saw the lease active can land after
+// the lease was reported ended.
+//
+// An empty Txn (no mutations, no checks) only performs step 3: a lease probe
+// with no write and no fsync. A Txn with checks but no mutations performs
+// steps 2–4 and writes nothing.
+func (s *Store) Commit(ctx context.Context, txn *store.Txn) error {
+	if txn == nil {
+		return errors.New("pebble store: commit of a nil Txn")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := txn.Validate(); err != nil {
+		return fmt.Errorf("pebble store: commit: %w", err)
+	}
+	for i, m := range txn.Mutations() {
+		if m.Kind != store.Put && m.Kind != store.Delete && m.Kind != store.DeleteRange && m.Kind != store.Append {
+			return fmt.Errorf("pebble store: commit: mutation %d: unsupported mutation kind %d", i, m.Kind)
+		}
+	}
+	if size := encodedSize(txn); size > maxTxnBytes {
+		return fmt.Errorf("pebble store: commit: txn of %d encoded bytes exceeds the limit of %d", size, maxTxnBytes)
+	}
+	if err := s.enterUsable(); err != nil {
+		return err
+	}
+	defer s.exit()
+
+	if len(txn.Checks()) > 0 {
+		s.checkMu.Lock()
+		defer s.checkMu.Unlock()
+	}
+	release, err := s.leases.hold(s.clock, txn.Prerequisites())
+	if err != nil {
+		return err
+	}
+	defer release()
+
+	if err := s.evalChecks(txn.Checks()); err != nil {
+		return err
+	}
+	if len(txn.Mutations()) == 0 {
+		return nil
+	}
+	// Anything that stops the commit before Pebble sees it leaves nothing
+	// applied, so a cancellation that arrived while waiting for the locks is
+	// still a clean (retriable) failure.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	seqs, unlockSeqs, err := s.lockSequences(txn)
+	if err != nil {
+		return err
+	}
+	defer unlockSeqs()
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, m := range txn.Mutations() {
+		var err error
+		switch m.Kind {
+		case store.Append:
+			continue // added below, with indexes and timestamps
+		case store.Put:
+			// Encode the row key straight into the batch: no key allocation
+			// on the hot path (an epoch commit writes many rows).
+			op := b.SetDeferred(len(m.Table)+1+len(m.Key), len(m.Value))
+			n := copy(op.Key, m.Table)
+			op.Key[n] = tableSep
+			copy(op.Key[n+1:], m.Key)
+			copy(op.Value, m.Value)
+			err = op.Finish()
+		case store.Delete:
+			err = b.Delete(rowKey(m.Table, m.Key), nil)
+		case store.DeleteRange:
+			lo, hi := tableBounds(m.Table, m.Key, m.End)
+			err = b.DeleteRange(lo, hi, nil)
+		default:
+			err = fmt.Errorf("unknown mutation kind %d", m.Kind)
+		}
+		if err != nil {
+			return fmt.Errorf("pebble store: commit: build batch: %w", err)
+		}
+	}
+	if seqs != nil {
+		undo, err := s.appendRows(b, txn, seqs)
+		if err != nil {
+			undo()
+			return fmt.Errorf("pebble store: commit: append: %w", err)
+		}
+		if err := s.apply(b); err != nil {
+			undo() // the Store is broken now; keep the tails honest anyway
+			return err
+		}
+		return nil
+	}
+	return s.apply(b)
+}
+
+// evalChecks fails with store.ErrConflict at the first check that does not
+// hold. REQUIRES: checkMu held.
+func (s *Store) evalChecks(checks []store.Check) error {
+	for i, c := range checks {
+		v, ok, err := s.get(c.Table, c.Key)
+		if err != nil {
+			return fmt.Errorf("pebble store: commit: check %d: %w", i, err)
+		}
+		switch {
+		case c.Absent && ok:
+			return fmt.Errorf("pebble store: check %d: key %q of %s exists: %w", i, c.Key, c.Table, store.ErrConflict)
+		case !c.Absent && !ok:
+			return fmt.Errorf("pebble store: check %d: key %q of %s is absent: %w", i, c.Key, c.Table, store.ErrConflict)
+		case !c.Absent && !bytes.Equal(v, c.Value):
+			return fmt.Errorf("pebble store: check %d: key %q of %s has another value: %w", i, c.Key, c.Table, store.ErrConflict)
+		}
+	}
+	return nil
+}
+
+// apply commits b with pebbledb.Sync. Any failure is reported as a
+// *store.AmbiguousError and breaks the Store: Pebble may have written the
+// batch to the WAL (and has usually applied it to the memtable), so neither
+// this handle's reads nor a retry can be trusted; see the package comment.
+//
+// Pebble reports a failed batch commit by calling Logger.Fatalf from inside
+// DB.Apply; pebbleLogger.Fatalf panics with a fatalPanic, recovered here. No
+// Pebble lock is held at that point (the commit pipeline has returned).
+func (s *Store) apply(b *pebbledb.Batch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fp, ok := r.(fatalPanic)
+			if !ok {
+				panic(r)
+			}
+			err = fp.err
+		}
+		if err != nil {
+			s.markBroken(err)
+			err = &store.AmbiguousError{Err: fmt.Errorf("pebble store: commit: %w", err)}
+		}
+	}()
+	return s.db.Apply(b, pebbledb.Sync)
+}
+
+// encodedSize estimates the size of txn's Pebble batch from above.
+func encodedSize(txn *store.Txn) int {
+	const perEntry = 32 // batch record header and varints, generously
+	n := 0
+	for _, m := range txn.Mutations() {
+		n += perEntry + 2*(len(m.Table)+1) + len(m.Key) + len(m.Value) + len(m.End)
+	}
+	return n
+}
