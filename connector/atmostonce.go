@@ -1,0 +1,180 @@
+package connector
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/store"
+)
+
+// AtMostOnceSink is the base of sinks with at_most_once_strategy enabled
+// (Flow's TAsyncAtMostOnceSinkBase): each output is acknowledged at once
+// (it never holds the outbox) and queued in memory; after the epoch commit
+// the queue is written in the background. When the queued bytes would pass
+// total_queue_bytes_limit, new messages are dropped without an error and
+// counted; a failed write is dropped too. Nothing is persisted, so a crash
+// loses whatever was queued: each message is delivered at most once.
+type AtMostOnceSink struct {
+	W        AsyncWriter
+	Limit    int64
+	Suspend  time.Duration
+	MaxBatch int
+
+	sc       SinkContext
+	producer ProducerID
+	seq      SeqNo
+
+	mu       sync.Mutex
+	pending  []*weir.Message // distributed this epoch, sent after commit
+	queue    []*weir.Message
+	bytes    int64
+	kick     chan struct{}
+	stop     context.CancelFunc
+	loopDone chan struct{}
+
+	dropped   atomic.Int64
+	delivered atomic.Int64
+	failed    atomic.Int64
+}
+
+// NewAtMostOnceSink returns an at-most-once sink with the strategy's limits.
+func NewAtMostOnceSink(w AsyncWriter, s AtMostOnceStrategy) *AtMostOnceSink {
+	return &AtMostOnceSink{W: w, Limit: s.TotalQueueBytesLimit, Suspend: s.SuspendDestructionDuration, MaxBatch: 1000}
+}
+
+// Init creates a fresh producer (no state is persisted) and starts the writer.
+func (s *AtMostOnceSink) Init(_ context.Context, sc SinkContext) error {
+	s.sc = sc
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return err
+	}
+	s.producer = ProducerID(hex.EncodeToString(id[:]))
+	if s.MaxBatch <= 0 {
+		s.MaxBatch = 1000
+	}
+	s.kick = make(chan struct{}, 1)
+	s.loopDone = make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	go s.loop(ctx)
+	return nil
+}
+
+// Distribute acknowledges m at once and keeps it for after the commit.
+func (s *AtMostOnceSink) Distribute(m *weir.Message, done func(error)) {
+	s.mu.Lock()
+	s.pending = append(s.pending, m)
+	s.mu.Unlock()
+	done(nil)
+}
+
+// Sync does nothing: at-most-once sinks keep no state.
+func (s *AtMostOnceSink) Sync(context.Context, *store.Txn) error { return nil }
+
+// Commit queues this epoch's messages while the byte limit allows and
+// drops the rest.
+func (s *AtMostOnceSink) Commit(context.Context) {
+	s.mu.Lock()
+	var dropped int64
+	for _, m := range s.pending {
+		size := int64(messageBytes(m))
+		if s.Limit > 0 && s.bytes+size > s.Limit {
+			dropped++
+			continue
+		}
+		s.queue = append(s.queue, m)
+		s.bytes += size
+	}
+	s.pending = s.pending[:0]
+	s.mu.Unlock()
+	if dropped > 0 {
+		total := s.dropped.Add(dropped)
+		s.sc.Logf("queue is full (total_queue_bytes_limit %d): dropped %d messages, %d in total", s.Limit, dropped, total)
+	}
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Dropped returns how many messages were dropped by the byte limit.
+func (s *AtMostOnceSink) Dropped() int64 { return s.dropped.Load() }
+
+// Delivered returns how many messages were written.
+func (s *AtMostOnceSink) Delivered() int64 { return s.delivered.Load() }
+
+// Close waits up to suspend_destruction_duration for queued writes, then stops.
+func (s *AtMostOnceSink) Close() error {
+	if s.stop == nil {
+		return nil
+	}
+	deadline := time.Now().Add(s.Suspend)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		empty := len(s.queue) == 0
+		s.mu.Unlock()
+		if empty {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.stop()
+	<-s.loopDone
+	return nil
+}
+
+func (s *AtMostOnceSink) loop(ctx context.Context) {
+	defer close(s.loopDone)
+	for {
+		s.mu.Lock()
+		n := min(len(s.queue), s.MaxBatch)
+		batch := append([]*weir.Message(nil), s.queue[:n]...)
+		s.mu.Unlock()
+		if n == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.kick:
+				continue
+			}
+		}
+		first := s.seq + 1
+		s.seq += SeqNo(n)
+		if _, err := s.W.Write(ctx, s.producer, first, batch); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.failed.Add(int64(n))
+			s.sc.Logf("write failed, %d messages dropped (at-most-once): %v", n, err)
+		} else {
+			s.delivered.Add(int64(n))
+		}
+		s.mu.Lock()
+		for _, m := range batch {
+			s.bytes -= int64(messageBytes(m))
+		}
+		s.queue = s.queue[n:]
+		s.mu.Unlock()
+	}
+}
+
+// messageBytes estimates a message's size for the queue limit.
+func messageBytes(m *weir.Message) int {
+	n := len(m.ID) + 32
+	for k, v := range m.Payload {
+		n += len(k) + 8
+		switch x := v.(type) {
+		case string:
+			n += len(x)
+		case []byte:
+			n += len(x)
+		}
+	}
+	return n
+}

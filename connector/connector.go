@@ -1,0 +1,229 @@
+// Package connector defines the contracts between the engine and the
+// systems a pipeline reads from (sources) and writes to (sinks), and holds
+// the registry of connector classes named in specs (source_class_name,
+// sink_class_name).
+//
+// Sources are ordered and partitioned (a queue's tablets, a Kafka topic's
+// partitions). Their offsets advance only with the epoch commit: a source
+// partition's position is part of the partition state written in the same
+// store transaction as the epoch's state and outputs.
+//
+// Sinks follow Flow's ISink: Distribute hands an output to the sink, Sync
+// adds the sink's writes and state to the epoch transaction, Commit runs
+// after the epoch committed (asynchronous sends may start only then). Three
+// bases implement the guarantee classes: SyncSink (writes inside the epoch
+// transaction: exactly-once), OrderedAsyncSink (transactional outbox +
+// (producer_id, seqNo) dedup on the receiver: exactly-once when the receiver
+// deduplicates, at-least-once otherwise), and AtMostOnceSink (bounded memory
+// queue, drops on overflow).
+package connector
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/store"
+)
+
+// Offset is a position in one source partition. Offsets of a partition are
+// dense and increasing: the record after offset o has offset o+1.
+type Offset uint64
+
+// Record is one record read from a source partition.
+type Record struct {
+	Offset Offset
+	// WriteTimestamp is when the record was written to the source; it
+	// becomes the message's SystemTimestamp and must be non-zero.
+	WriteTimestamp store.Timestamp
+	// EventTimestamp, if non-zero, is the event time; otherwise the write
+	// time is used.
+	EventTimestamp time.Time
+	Row            weir.Row
+	Size           int
+}
+
+// Batch is the result of one read.
+type Batch struct {
+	Records []Record
+	// Next is the offset to read from next time.
+	Next Offset
+	// End reports that the partition has no more records now; for a finite
+	// source it means the partition is fully read.
+	End bool
+}
+
+// SourcePartition reads one partition of an ordered source.
+type SourcePartition interface {
+	// Key identifies the partition within the source, e.g. "events/3". It is
+	// stable across runs: the partition's persisted state is keyed by it.
+	Key() string
+	// Read returns records starting at from, at most maxRows and (beyond the
+	// first) maxBytes. It must not block for long when nothing is available.
+	Read(ctx context.Context, from Offset, maxRows, maxBytes int) (Batch, error)
+	// ReportCommitted tells the source that every offset below next is
+	// committed by the pipeline (e.g. to advance a consumer for lag tools).
+	// It runs after the epoch commit and is advisory: the pipeline's own
+	// offset lives in its partition state.
+	ReportCommitted(ctx context.Context, next Offset) error
+	// Finite reports whether End means the partition will never grow.
+	Finite() bool
+	// Close releases the partition.
+	Close() error
+}
+
+// Source is an ordered, partitioned source.
+type Source interface {
+	// Partitions lists the partition keys, in a stable order.
+	Partitions(ctx context.Context) ([]string, error)
+	// Open opens one partition.
+	Open(ctx context.Context, key string) (SourcePartition, error)
+	Close() error
+}
+
+// SinkContext is what a sink instance gets at Init.
+type SinkContext struct {
+	// Store is the pipeline's store.
+	Store store.Store
+	// PartitionID names the job's partition; sink state is per partition.
+	PartitionID string
+	// SinkID is the sink's name in the spec.
+	SinkID string
+	// LoadState reads the sink's persisted state for this partition (nil if
+	// none); SaveState adds a write of it to an epoch transaction.
+	LoadState func(ctx context.Context) ([]byte, error)
+	SaveState func(txn *store.Txn, state []byte)
+	// Logf logs a line attributed to the sink. Never pass secrets.
+	Logf func(format string, args ...any)
+}
+
+// Sink is one instance of a sink for one job (partition).
+//
+// The engine calls, on the job's goroutine: Init once; then per epoch
+// Distribute for each new output of the sink's input stream (in id order),
+// Sync with the epoch transaction, and, if the commit succeeded, Commit.
+// done of Distribute may be called from any goroutine, at most once; a
+// message counts as delivered (and leaves the outbox) only after done(nil).
+type Sink interface {
+	Init(ctx context.Context, sc SinkContext) error
+	Distribute(msg *weir.Message, done func(error))
+	Sync(ctx context.Context, txn *store.Txn) error
+	Commit(ctx context.Context)
+	// Close stops the instance, waiting for in-flight work as the sink
+	// defines (an at-most-once sink waits up to suspend_destruction_duration).
+	Close() error
+}
+
+// PendingSyncer is implemented by sinks that may have state to record in
+// an epoch without new outputs (an async sink whose writes completed): the
+// engine commits an epoch when PendingSync is true.
+type PendingSyncer interface {
+	PendingSync() bool
+}
+
+// SinkFactory builds sink instances from the sink's spec parameters.
+type SinkFactory func(params SinkParams) (Sink, error)
+
+// SinkParams carries what a factory needs to build one instance.
+type SinkParams struct {
+	SinkID     string
+	Path       string // spec path for error messages
+	Parameters map[string]any
+	// AtMostOnce is the sink's at_most_once_strategy, nil if absent.
+	AtMostOnce *AtMostOnceStrategy
+	Store      store.Store
+}
+
+// AtMostOnceStrategy mirrors the spec's at_most_once_strategy.
+type AtMostOnceStrategy struct {
+	Enabled                    bool
+	TotalQueueBytesLimit       int64
+	SuspendDestructionDuration time.Duration
+}
+
+// SourceFactory builds a source from its spec parameters.
+type SourceFactory func(params SourceParams) (Source, error)
+
+// SourceParams carries what a factory needs.
+type SourceParams struct {
+	SourceID   string
+	Path       string
+	Parameters map[string]any
+	Store      store.Store
+}
+
+// Registry maps connector class names to factories.
+type Registry struct {
+	mu      sync.RWMutex
+	sinks   map[string]SinkFactory
+	sources map[string]SourceFactory
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{sinks: map[string]SinkFactory{}, sources: map[string]SourceFactory{}}
+}
+
+// RegisterSink adds a sink class.
+func (r *Registry) RegisterSink(className string, f SinkFactory) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.sinks[className]; ok {
+		return fmt.Errorf("connector: sink class %s already registered", className)
+	}
+	r.sinks[className] = f
+	return nil
+}
+
+// RegisterSource adds a source class.
+func (r *Registry) RegisterSource(className string, f SourceFactory) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.sources[className]; ok {
+		return fmt.Errorf("connector: source class %s already registered", className)
+	}
+	r.sources[className] = f
+	return nil
+}
+
+// Sink returns the sink factory of a class.
+func (r *Registry) Sink(className string) (SinkFactory, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	f, ok := r.sinks[className]
+	return f, ok
+}
+
+// Source returns the source factory of a class.
+func (r *Registry) Source(className string) (SourceFactory, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	f, ok := r.sources[className]
+	return f, ok
+}
+
+// SinkClasses lists registered sink classes, sorted.
+func (r *Registry) SinkClasses() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return sortedKeys(r.sinks)
+}
+
+// SourceClasses lists registered source classes, sorted.
+func (r *Registry) SourceClasses() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return sortedKeys(r.sources)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

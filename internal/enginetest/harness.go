@@ -1,0 +1,371 @@
+// Package enginetest is the harness of weir's scenario tests: it builds a
+// keyed-counter pipeline over the real engine (Pebble store on disk,
+// controller, workers, in-process transport), runs it to completion under
+// injected faults, and checks the exactly-once oracle: every key's emitted
+// counts are exactly 1..n, once each.
+package enginetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/builtin"
+	"github.com/weir-stream/weir/clock"
+	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/controller"
+	"github.com/weir-stream/weir/internal/codec"
+	"github.com/weir-stream/weir/internal/testconn"
+	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/store"
+	pstore "github.com/weir-stream/weir/store/pebble"
+	"github.com/weir-stream/weir/transport"
+)
+
+// Options shape the test pipeline:
+//
+//	source "events" (testconn) → Reader (TransformOrderedSource, or
+//	SwiftOrderedSource with SwiftReader) → stream "words" → Counter
+//	(Transform, group_by key) → stream "counts" → sink "out" (sync, collects
+//	into the store)
+type Options struct {
+	Seed              uint64
+	Keys              int
+	Messages          int
+	SourcePartitions  int
+	CounterPartitions int
+	SwiftReader       bool
+	Mode              runtime.ProcessingMode
+	Compact           bool
+	Workers           int
+	BatchRows         int
+	Hooks             runtime.Hooks
+	// Clock is the store's clock; nil means a manual clock frozen at start.
+	Clock clock.Clock
+	// Store, if set, is used instead of opening a Pebble store in a temp dir.
+	Store store.Store
+	// Timers replaces Counter's code with TimerCounter: each message sets an
+	// event-time timer one second after its event time, and the count is
+	// emitted when the timer fires.
+	Timers bool
+	// ExtraStage inserts a SwiftMap passthrough between Reader and Counter.
+	ExtraStage bool
+	// LeaseTimeout for the controller (default 5s of store clock).
+	LeaseTimeout time.Duration
+	// LostTimeout: a job or worker silent this long is lost (default LeaseTimeout/2).
+	LostTimeout time.Duration
+	// Wrap, if set, wraps the store the engine uses (fault injection).
+	Wrap func(store.Store) store.Store
+}
+
+func (o *Options) defaults() {
+	if o.Keys == 0 {
+		o.Keys = 10
+	}
+	if o.Messages == 0 {
+		o.Messages = 500
+	}
+	if o.SourcePartitions == 0 {
+		o.SourcePartitions = 2
+	}
+	if o.CounterPartitions == 0 {
+		o.CounterPartitions = 3
+	}
+	if o.Workers == 0 {
+		o.Workers = 2
+	}
+	if o.BatchRows == 0 {
+		o.BatchRows = 37
+	}
+	if o.Clock == nil {
+		o.Clock = clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	}
+}
+
+// Harness is a running test pipeline.
+type Harness struct {
+	T       testing.TB
+	Opts    Options
+	Store   store.Store
+	Plan    *runtime.Plan
+	Hub     *transport.Hub
+	Board   *runtime.Board
+	Ctl     *controller.Controller
+	Workers []*controller.Worker
+	Source  *testconn.Source
+	// Expected maps each key to how many input messages carry it.
+	Expected map[string]int
+
+	rows  map[string][]weir.Row
+	logMu sync.Mutex
+	logs  []string
+}
+
+// New builds the pipeline; nothing runs until Run.
+func New(t testing.TB, o Options) *Harness {
+	t.Helper()
+	o.defaults()
+	h := &Harness{T: t, Opts: o, Expected: map[string]int{}}
+	st := o.Store
+	if st == nil {
+		s, err := pstore.Open(t.TempDir(), pstore.Options{Clock: o.Clock})
+		if err != nil {
+			t.Fatalf("open store: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		st = s
+	}
+	if o.Wrap != nil {
+		st = o.Wrap(st)
+	}
+	h.Store = st
+
+	rnd := rand.New(rand.NewPCG(o.Seed, 7))
+	parts := map[string][]weir.Row{}
+	for i := 0; i < o.Messages; i++ {
+		p := fmt.Sprintf("p%d", i%o.SourcePartitions)
+		k := fmt.Sprintf("k%03d", rnd.IntN(o.Keys))
+		parts[p] = append(parts[p], weir.Row{"key": k, "seq": int64(i), "event_ts": int64(i) * int64(time.Millisecond)})
+		h.Expected[k]++
+	}
+	h.Source = testconn.NewSource(parts)
+	h.rows = parts
+
+	readerKind := weir.KindTransform
+	if o.SwiftReader {
+		readerKind = weir.KindSwiftMap
+	}
+	batch := runtime.BatchPlan{MaxRows: o.BatchRows, EmptyBackoff: 2 * time.Millisecond}
+	counterIn := "words"
+	plan := &runtime.Plan{Computations: map[string]*runtime.CompPlan{
+		"Reader": {
+			Code: builtin.Passthrough(readerKind), Source: h.Source, SourceStream: "events",
+			Outputs: []string{"words"}, Batch: batch,
+		},
+		"Counter": {
+			Code: builtin.Counter(), GroupBy: []string{"key"}, Partitions: o.CounterPartitions,
+			Mode: o.Mode, CompactDedup: o.Compact, Inputs: []string{"words"}, Outputs: []string{"counts"},
+			Batch: batch,
+			Sinks: []runtime.SinkPlan{{ID: "out", InputStream: "counts", New: func() (connector.Sink, error) {
+				return testconn.NewCollectSink("out"), nil
+			}}},
+		},
+	}}
+	if o.Timers {
+		c := plan.Computations["Counter"]
+		c.Code = TimerCounter()
+		c.Timers = map[string]runtime.TimerPlan{"fire": {}}
+	}
+	if o.ExtraStage {
+		plan.Computations["Relay"] = &runtime.CompPlan{
+			Code: builtin.Passthrough(weir.KindSwiftMap), GroupBy: []string{"key"}, Partitions: 2,
+			Inputs: []string{"words"}, Outputs: []string{"relayed"}, Batch: batch,
+		}
+		counterIn = "relayed"
+		plan.Computations["Counter"].Inputs = []string{counterIn}
+	}
+	h.Plan = plan
+	h.Hub = transport.NewHub(64 << 10)
+	h.Board = runtime.NewBoard()
+	for i := 0; i < o.Workers; i++ {
+		h.Workers = append(h.Workers, controller.NewWorker(fmt.Sprintf("w%d", i), st))
+	}
+	lt := o.LeaseTimeout
+	if lt == 0 {
+		lt = 5 * time.Second
+	}
+	lost := o.LostTimeout
+	if lost == 0 {
+		lost = lt / 2
+	}
+	ctl, err := controller.New(controller.Config{
+		Plan: plan, Store: st, Hub: h.Hub, Board: h.Board, Workers: h.Workers,
+		LeaseTimeout: lt, LeasePingPeriod: lt / 5, LostWorkerTimeout: lost,
+		Hooks: o.Hooks, Rand: rand.New(rand.NewPCG(o.Seed, 11)), Logf: h.logf,
+	})
+	if err != nil {
+		t.Fatalf("controller: %v", err)
+	}
+	h.Ctl = ctl
+	t.Cleanup(h.stopAll)
+	return h
+}
+
+func (h *Harness) logf(format string, args ...any) {
+	h.logMu.Lock()
+	defer h.logMu.Unlock()
+	h.logs = append(h.logs, fmt.Sprintf(format, args...))
+}
+
+// Logs returns the controller's and jobs' log lines so far.
+func (h *Harness) Logs() string {
+	h.logMu.Lock()
+	defer h.logMu.Unlock()
+	return strings.Join(h.logs, "\n")
+}
+
+func (h *Harness) stopAll() {
+	for _, w := range h.Workers {
+		w.Restart()
+	}
+}
+
+// Cycle runs one controller cycle and heartbeats every unfrozen worker.
+func (h *Harness) Cycle(ctx context.Context) error {
+	for _, w := range h.Workers {
+		w.Heartbeat()
+	}
+	return h.Ctl.Cycle(ctx)
+}
+
+// RunUntil cycles the controller until cond holds or timeout (real time)
+// passes; between cycles it calls between (if not nil).
+func (h *Harness) RunUntil(ctx context.Context, timeout time.Duration, cond func() bool, between func()) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %v in state %s; partitions: %+v; stats: %+v\nlogs:\n%s",
+				timeout, h.Ctl.State(), h.Ctl.Partitions(), h.Ctl.Stats(), tail(h.Logs(), 40))
+		}
+		if err := h.Cycle(ctx); err != nil {
+			return err
+		}
+		if between != nil {
+			between()
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return nil
+}
+
+// RunToCompletion runs until the pipeline is completed.
+func (h *Harness) RunToCompletion(ctx context.Context, timeout time.Duration) error {
+	return h.RunUntil(ctx, timeout, func() bool { return h.Ctl.State() == controller.Completed }, nil)
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Counts returns, per key, the counts the sink committed, sorted.
+func (h *Harness) Counts(ctx context.Context) (map[string][]int64, error) {
+	rows, err := testconn.ReadCollected(ctx, h.Store, "out")
+	if err != nil {
+		return nil, err
+	}
+	res := map[string][]int64{}
+	for _, r := range rows {
+		k, _ := r.Row["key"].(string)
+		c, _ := r.Row["count"].(int64)
+		res[k] = append(res[k], c)
+	}
+	for k := range res {
+		sort.Slice(res[k], func(i, j int) bool { return res[k][i] < res[k][j] })
+	}
+	return res, nil
+}
+
+// CheckExactlyOnce verifies the oracle: for every key with n inputs, the
+// committed counts are exactly 1..n, once each. It returns a description
+// of every violation (empty if none).
+func (h *Harness) CheckExactlyOnce(ctx context.Context) ([]string, error) {
+	got, err := h.Counts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var bad []string
+	keys := map[string]bool{}
+	for k := range got {
+		keys[k] = true
+	}
+	for k := range h.Expected {
+		keys[k] = true
+	}
+	for k := range keys {
+		n := h.Expected[k]
+		c := got[k]
+		ok := len(c) == n
+		for i := 0; ok && i < n; i++ {
+			ok = c[i] == int64(i+1)
+		}
+		if !ok {
+			bad = append(bad, fmt.Sprintf("key %s: want counts 1..%d, got %v", k, n, summarize(c)))
+		}
+	}
+	sort.Strings(bad)
+	return bad, nil
+}
+
+// CheckAtLeastOnce verifies the at-least-once oracle: every count 1..n is
+// present. A re-processed input increments the (consistent) state again, so
+// duplicates show up as extra outputs with counts above n; dups counts the
+// outputs beyond n.
+func (h *Harness) CheckAtLeastOnce(ctx context.Context) (dups int, bad []string, err error) {
+	got, err := h.Counts(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	for k, n := range h.Expected {
+		seen := map[int64]int{}
+		for _, c := range got[k] {
+			seen[c]++
+		}
+		for i := 1; i <= n; i++ {
+			if seen[int64(i)] == 0 {
+				bad = append(bad, fmt.Sprintf("key %s: count %d missing", k, i))
+			}
+		}
+		dups += len(got[k]) - n
+	}
+	sort.Strings(bad)
+	return dups, bad, nil
+}
+
+func summarize(c []int64) string {
+	if len(c) <= 12 {
+		return fmt.Sprint(c)
+	}
+	return fmt.Sprintf("%v … %v (%d values)", c[:6], c[len(c)-6:], len(c))
+}
+
+var fired = weir.NewState[int64]("fired")
+
+// TimerCounter is a Transform with an event-time timer stream "fire": every
+// message registers a timer at its event time plus one second (event times
+// are distinct, so no two timers of a key coincide), and each fired timer
+// increments the key's count and emits {"key", "count"}. The oracle is the
+// counter's: counts 1..n once each, now driven by timers.
+func TimerCounter() weir.Computation {
+	return weir.Computation{
+		Kind: weir.KindTransform,
+		OnMessage: func(ctx weir.Context, msg *weir.Message, out weir.Output) error {
+			return out.AddTimer("fire", weir.TimerRequest{Trigger: msg.EventTimestamp.Add(time.Second)})
+		},
+		OnTimer: func(ctx weir.Context, t *weir.Timer, out weir.Output) error {
+			n, err := fired.Get(ctx)
+			if err != nil {
+				return err
+			}
+			n++
+			fired.Set(ctx, n)
+			k, err := codec.DecodeKey([]byte(ctx.Key().Encoded))
+			if err != nil || len(k) != 1 {
+				return fmt.Errorf("timer key: %v", err)
+			}
+			return out.Add("counts", weir.Row{"key": k[0], "count": n})
+		},
+	}
+}
+
+// sourceRows returns the generated input, per source partition.
+func (h *Harness) sourceRows() map[string][]weir.Row { return h.rows }

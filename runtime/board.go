@@ -1,0 +1,110 @@
+package runtime
+
+import (
+	"sync"
+	"time"
+
+	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/transport"
+)
+
+// JobID identifies one run of a partition.
+type JobID string
+
+// Status is what a job reports about its partition after every epoch (the
+// embedded form of Flow's heartbeat job status).
+type Status struct {
+	Partition   transport.PartitionID
+	Computation string
+	Job         JobID
+	// Epoch is the timestamp of the job's last epoch.
+	Epoch store.Timestamp
+	// At is when the status was posted, by the store's clock. A job whose
+	// status goes stale is lost (stuck, or its worker is gone).
+	At time.Time
+	// SystemWM maps each output stream to a lower bound of the
+	// SystemTimestamp of every output on it that is not yet delivered, now or
+	// in the future. The controller takes the minimum over writers as the
+	// stream's SystemWatermark.
+	SystemWM map[string]store.Timestamp
+	// EventWM is the partition's event-time watermark for its outputs;
+	// EventIdle says the partition is idle and must not hold it back.
+	EventWM   time.Time
+	EventIdle bool
+	// Drained: nothing of the partition is in flight — no buffered or
+	// unacknowledged input, no undelivered output, no pending timer, and for a
+	// finite source, the end has been read and committed.
+	Drained bool
+	// AppliedInputWM echoes the input SystemWatermarks the job's epochs use
+	// from now on. The controller garbage-collects a stream's dedup rows only
+	// below the minimum every partition has applied: a job whose epoch
+	// started with an older watermark could otherwise look up a row deleted
+	// under it and process a re-sent message twice.
+	AppliedInputWM map[string]store.Timestamp
+	// Quiet: nothing of the partition is in flight (no buffered or
+	// unacknowledged input, no undelivered output); timers may remain.
+	Quiet bool
+	// DrainingSeen echoes the control's Draining at the time of the report.
+	DrainingSeen bool
+	// UpstreamDoneSeen echoes the control's UpstreamDone at the time of the
+	// report, so the controller knows Drained was computed after it.
+	UpstreamDoneSeen bool
+}
+
+// Control is what the controller tells a computation's jobs.
+type Control struct {
+	// InputSystemWM maps each input stream to its SystemWatermark.
+	InputSystemWM map[string]store.Timestamp
+	// EventWM is the computation's input event-time watermark.
+	EventWM time.Time
+	// UpstreamDone: every upstream computation has completed, so no input
+	// will ever arrive again.
+	UpstreamDone bool
+	// Draining: stop reading sources and firing timers; finish what is in flight.
+	Draining bool
+}
+
+// Board is the in-process exchange between jobs and the controller: jobs
+// post statuses, the controller posts controls. A network deployment carries
+// the same data in worker heartbeats.
+type Board struct {
+	mu       sync.Mutex
+	statuses map[transport.PartitionID]Status
+	controls map[string]Control
+}
+
+// NewBoard returns an empty board.
+func NewBoard() *Board {
+	return &Board{statuses: map[transport.PartitionID]Status{}, controls: map[string]Control{}}
+}
+
+// Post records a job's status. A status from a job other than the one the
+// controller last assigned to the partition is still recorded: watermarks
+// only use lower bounds, so a stale report is safe.
+func (b *Board) Post(s Status) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.statuses[s.Partition] = s
+}
+
+// Status returns the last status of partition p.
+func (b *Board) Status(p transport.PartitionID) (Status, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.statuses[p]
+	return s, ok
+}
+
+// SetControl publishes the control of a computation.
+func (b *Board) SetControl(comp string, c Control) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.controls[comp] = c
+}
+
+// Control returns the control of a computation.
+func (b *Board) Control(comp string) Control {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.controls[comp]
+}

@@ -1,0 +1,899 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/internal/codec"
+	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/transport"
+)
+
+// PartitionSpec says which slice of a computation a job runs.
+type PartitionSpec struct {
+	ID transport.PartitionID
+	// Index, Lo, Hi, ToEnd: the key-hash range [Lo, Hi) of a keyed
+	// computation's partition (ToEnd: to the end of the hash space).
+	Index int
+	Lo    uint64
+	Hi    uint64
+	ToEnd bool
+	// SourceKey is the source partition of a source computation.
+	SourceKey string
+}
+
+// CrashPoint names a moment of the epoch at which tests simulate a crash.
+type CrashPoint string
+
+// The named crash points of an epoch.
+const (
+	// CrashBeforeCommit: user code ran, the transaction is built, nothing committed.
+	CrashBeforeCommit CrashPoint = "before-commit"
+	// CrashAfterCommitBeforeAck: the epoch committed; no post-commit effect
+	// (sends, acks, offset reports) happened.
+	CrashAfterCommitBeforeAck CrashPoint = "after-commit-before-ack"
+	// CrashAfterAckBeforeErase: inputs were acknowledged upstream and outputs
+	// offered downstream; delivered outputs are not yet erased from the
+	// outbox (that happens in the next commit).
+	CrashAfterAckBeforeErase CrashPoint = "after-ack-before-erase"
+)
+
+// ErrCrashed is returned by a job stopped at a crash point.
+var ErrCrashed = errors.New("runtime: simulated crash")
+
+// Hooks lets tests inject faults into a job. Crash returning a non-nil error
+// stops the job at that point as if its process died: nothing after the
+// point happens.
+type Hooks interface {
+	Crash(p transport.PartitionID, point CrashPoint) error
+}
+
+// Config is everything a job needs.
+type Config struct {
+	Plan      *Plan
+	Comp      *CompPlan
+	Partition PartitionSpec
+	JobID     JobID
+	Lease     store.LeaseID
+	Store     store.Store
+	Hub       *transport.Hub
+	Board     *Board
+	Rand      *rand.Rand
+	Hooks     Hooks
+	Logf      func(format string, args ...any)
+}
+
+// Job runs one partition of a computation: a loop of epochs, each fetching
+// a batch, deduplicating it, running user code, and committing everything
+// the batch changed in one transaction fenced by the job's lease (DESIGN.md
+// §5, Flow's TTransformComputation order). Epoch is the deterministic core;
+// Run drives it.
+//
+// A Job is not safe for concurrent use, except that acknowledgement
+// callbacks from receivers and sinks may arrive on any goroutine: they are
+// queued and applied on the job's goroutine at fixed points of the epoch.
+type Job struct {
+	cfg     Config
+	comp    *CompPlan
+	st      store.Store
+	outputs map[string]bool
+
+	tx      *txManager
+	inputs  *inputStore
+	states  *stateManager
+	timers  *timerStore
+	box     *outbox
+	recv    transport.Receiver
+	sinks   []*sinkInstance
+	src     *sourceReader
+	swift   *swiftTracker
+	routes  map[string][]*CompPlan // output stream → receiving computations
+	pending []pendingOffer         // offers refused by full buffers
+
+	acks ackQueue
+
+	lastTS     store.Timestamp
+	eventWM    time.Time
+	closed     bool
+	epochCount int
+}
+
+type sinkInstance struct {
+	plan SinkPlan
+	sink connector.Sink
+}
+
+// destination is a downstream partition an output must reach.
+type destination struct {
+	partition transport.PartitionID
+}
+
+type pendingOffer struct {
+	msg  *weir.Message
+	dest transport.PartitionID
+	ack  transport.AckFunc
+}
+
+// ackQueue collects callbacks from other goroutines for the job's goroutine.
+type ackQueue struct {
+	mu    sync.Mutex
+	items []func()
+}
+
+func (q *ackQueue) push(f func()) {
+	q.mu.Lock()
+	q.items = append(q.items, f)
+	q.mu.Unlock()
+}
+
+func (q *ackQueue) drain() {
+	q.mu.Lock()
+	items := q.items
+	q.items = nil
+	q.mu.Unlock()
+	for _, f := range items {
+		f()
+	}
+}
+
+// NewJob builds a job; Init must run before the first Epoch.
+func NewJob(cfg Config) (*Job, error) {
+	if cfg.Comp == nil || cfg.Plan == nil || cfg.Store == nil || cfg.Hub == nil || cfg.Board == nil {
+		return nil, errors.New("runtime: job config lacks plan, computation, store, hub or board")
+	}
+	if cfg.Lease == 0 {
+		return nil, fmt.Errorf("runtime: job %s for %s has no lease", cfg.JobID, cfg.Partition.ID)
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.New(rand.NewPCG(uint64(cfg.Lease), 0))
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	c := cfg.Comp
+	j := &Job{
+		cfg:     cfg,
+		comp:    c,
+		st:      cfg.Store,
+		outputs: map[string]bool{},
+		routes:  map[string][]*CompPlan{},
+	}
+	for _, s := range c.Outputs {
+		j.outputs[s] = true
+		j.routes[s] = cfg.Plan.Receivers(s)
+	}
+	pid := string(cfg.Partition.ID)
+	j.tx = newTxManager(cfg.Store, pid, cfg.Lease, c.LeaseCheckPeriod, cfg.Rand)
+	j.inputs = newInputStore(cfg.Store, c.Name, c.CompactDedup, c.Mode == ExactlyOnce && !c.Swift())
+	j.states = newStateManager(cfg.Store, c.Name)
+	j.timers = newTimerStore(c.Name, c.Timers)
+	j.box = newOutbox(cfg.Store, pid)
+	if c.Swift() {
+		j.swift = newSwiftTracker()
+	}
+	return j, nil
+}
+
+// Partition returns the job's partition.
+func (j *Job) Partition() transport.PartitionID { return j.cfg.Partition.ID }
+
+func (j *Job) crash(point CrashPoint) error {
+	if j.cfg.Hooks == nil {
+		return nil
+	}
+	if err := j.cfg.Hooks.Crash(j.cfg.Partition.ID, point); err != nil {
+		return fmt.Errorf("%s at %s: %w", j.cfg.Partition.ID, point, err)
+	}
+	return nil
+}
+
+// Init proves the lease with a first commit, then restores the partition
+// from the last committed epoch: source position, timers, sink state and
+// undelivered outputs (which it sends again with their original ids).
+func (j *Job) Init(ctx context.Context) error {
+	ts, err := j.st.Timestamp(ctx)
+	if err != nil {
+		return err
+	}
+	if err := j.tx.init(ctx, ts); err != nil {
+		return fmt.Errorf("job %s: first commit: %w", j.cfg.Partition.ID, err)
+	}
+	j.lastTS = ts
+	p := j.cfg.Partition
+	if j.comp.IsSource() {
+		j.src, err = openSourceReader(ctx, j, p.SourceKey)
+		if err != nil {
+			return err
+		}
+	} else {
+		if err := j.inputs.loadFloors(ctx, j.comp.Inputs); err != nil {
+			return err
+		}
+		j.recv = j.cfg.Hub.Attach(p.ID)
+	}
+	if len(j.comp.Timers) > 0 {
+		if err := j.timers.load(ctx, j.st, p.Lo, p.Hi, p.ToEnd); err != nil {
+			return fmt.Errorf("job %s: load timers: %w", p.ID, err)
+		}
+	}
+	for _, sp := range j.comp.Sinks {
+		s, err := sp.New()
+		if err != nil {
+			return fmt.Errorf("job %s: sink %s: %w", p.ID, sp.ID, err)
+		}
+		name := "sink/" + sp.ID
+		sc := connector.SinkContext{
+			Store:       j.st,
+			PartitionID: string(p.ID),
+			SinkID:      sp.ID,
+			LoadState: func(ctx context.Context) ([]byte, error) {
+				v, _, err := j.st.Get(ctx, store.PartitionStates, partitionStateKey(string(p.ID), name))
+				return v, err
+			},
+			SaveState: func(txn *store.Txn, state []byte) {
+				txn.Put(store.PartitionStates, partitionStateKey(string(p.ID), name), state)
+			},
+			Logf: func(format string, args ...any) {
+				j.cfg.Logf("sink %s of %s: "+format, append([]any{sp.ID, p.ID}, args...)...)
+			},
+		}
+		if err := s.Init(ctx, sc); err != nil {
+			return fmt.Errorf("job %s: sink %s init: %w", p.ID, sp.ID, err)
+		}
+		j.sinks = append(j.sinks, &sinkInstance{plan: sp, sink: s})
+	}
+	if !j.comp.Swift() {
+		msgs, err := j.box.load(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			j.register(m, true)
+		}
+		j.distribute(msgs)
+	}
+	j.report(false)
+	return nil
+}
+
+// EpochResult says what an epoch did.
+type EpochResult struct {
+	// Committed: the epoch committed a transaction (work or lease probe).
+	Committed bool
+	// Idle: there was nothing to do; the driver should wait for input.
+	Idle bool
+	// Inputs, Duplicates, Outputs count this epoch's messages.
+	Inputs, Duplicates, Outputs int
+}
+
+// Epoch runs one iteration, in Flow's order: apply control and watermarks,
+// check output limits, fetch, take the epoch timestamp, deduplicate, run user
+// code grouped by key (timers first), register dedup ids, outputs and
+// timers, commit once with the lease as prerequisite, then start post-commit
+// effects (sink sends, downstream offers, offset reports) and acknowledge the
+// inputs upstream.
+func (j *Job) Epoch(ctx context.Context) (EpochResult, error) {
+	var res EpochResult
+	if j.closed {
+		return res, errors.New("runtime: epoch on a closed job")
+	}
+	j.epochCount++
+	// 1. Control: watermarks and draining.
+	ctl := j.cfg.Board.Control(j.comp.Name)
+	for s, wm := range ctl.InputSystemWM {
+		j.inputs.advance(s, wm)
+	}
+	if ctl.EventWM.After(j.eventWM) {
+		j.eventWM = ctl.EventWM
+	}
+	j.acks.drain()
+	j.retryOffers()
+
+	// 2. Backpressure: a full outbox (or too many Swift outputs in flight)
+	// blocks input.
+	n, bytes := j.box.undelivered()
+	if j.swift != nil {
+		n += j.swift.count()
+	}
+	blocked := n >= j.comp.OutputStoreCountLimit || bytes >= j.comp.OutputStoreBytesLimit
+
+	// 3. Fetch.
+	var msgs []*weir.Message
+	var srcBatch *sourceBatch
+	var err error
+	if !blocked && !ctl.Draining {
+		if j.src != nil {
+			srcBatch, err = j.src.read(ctx, j.comp.Batch.MaxRows, j.comp.Batch.MaxBytes)
+			if err != nil {
+				return res, err
+			}
+		}
+	}
+	if !blocked && j.recv != nil {
+		msgs = j.fetchInputs()
+	}
+	var fired []*timerEntry
+	if len(j.comp.Timers) > 0 && !ctl.Draining && !blocked {
+		fired = j.timers.due(j.eventWM, j.st.Now(), j.comp.Batch.MaxRows)
+	}
+	srcDirty := j.src != nil && j.src.dirty()
+	work := len(msgs) > 0 || len(fired) > 0 || (srcBatch != nil && len(srcBatch.records) > 0) ||
+		len(j.box.erase) > 0 || srcDirty || j.sinksPending()
+	if !work {
+		res.Idle = true
+		if j.tx.probeDue() {
+			// An idle job still commits a nearly empty transaction once per
+			// lease_check_period, to learn that its lease is gone.
+			ts, err := j.st.Timestamp(ctx)
+			if err != nil {
+				return res, err
+			}
+			if err := j.tx.commit(ctx, store.NewTxn(j.cfg.Lease), ts); err != nil {
+				return res, fmt.Errorf("job %s: lease probe: %w", j.cfg.Partition.ID, err)
+			}
+			j.lastTS = ts
+			res.Committed = true
+		}
+		j.flushSwift()
+		j.report(true)
+		return res, nil
+	}
+
+	// 4. The epoch's unique timestamp (sequence number).
+	ts, err := j.st.Timestamp(ctx)
+	if err != nil {
+		return res, err
+	}
+	if srcBatch != nil {
+		msgs = j.src.messages(srcBatch, ts)
+	}
+
+	// 5. Dedup. Inputs found already processed are acknowledged at once.
+	fresh, dups, err := j.inputs.filter(ctx, msgs)
+	if err != nil {
+		return res, err
+	}
+	res.Inputs, res.Duplicates = len(fresh), len(dups)
+	if len(dups) > 0 && j.recv != nil {
+		j.recv.Ack(ids(dups)...)
+	}
+
+	// 6. User code, grouped by key: timers, then messages.
+	emits, err := j.process(ctx, ts, fresh, fired)
+	if err != nil {
+		return res, err
+	}
+
+	// 7–9. Dedup ids, outputs, timers.
+	txn := store.NewTxn(j.cfg.Lease)
+	j.inputs.register(txn, fresh)
+	outs, lineage, err := j.materialize(ts, emits)
+	if err != nil {
+		return res, err
+	}
+	res.Outputs = len(outs)
+	if j.swift != nil {
+		j.swift.track(fresh, outs, lineage)
+	}
+	for _, m := range outs {
+		j.register(m, false)
+	}
+	j.timers.sync(txn)
+
+	// 10. Prepare and commit.
+	j.acks.drain()
+	if j.src != nil {
+		if err := j.src.sync(txn, srcBatch); err != nil {
+			return res, err
+		}
+	}
+	if err := j.box.sync(txn); err != nil {
+		return res, err
+	}
+	for _, s := range j.sinks {
+		if err := s.sink.Sync(ctx, txn); err != nil {
+			return res, fmt.Errorf("job %s: sink %s: %w", j.cfg.Partition.ID, s.plan.ID, err)
+		}
+	}
+	if err := j.states.sync(txn); err != nil {
+		return res, err
+	}
+	if err := j.crash(CrashBeforeCommit); err != nil {
+		return res, err
+	}
+	if !j.comp.Swift() || !txn.Empty() || j.tx.probeDue() {
+		if err := j.tx.commit(ctx, txn, ts); err != nil {
+			return res, fmt.Errorf("job %s: commit: %w", j.cfg.Partition.ID, err)
+		}
+		res.Committed = true
+	}
+	j.lastTS = ts
+	j.box.committed()
+	j.timers.committed()
+	j.states.committed()
+	if err := j.crash(CrashAfterCommitBeforeAck); err != nil {
+		return res, err
+	}
+
+	// 11. Post-commit effects.
+	if j.src != nil {
+		j.src.committed(ctx, srcBatch)
+	}
+	for _, s := range j.sinks {
+		s.sink.Commit(ctx)
+	}
+	j.distribute(outs)
+	if j.recv != nil && !j.comp.Swift() {
+		j.recv.Ack(ids(fresh)...)
+	}
+	j.acks.drain()
+	j.flushSwift()
+	if err := j.crash(CrashAfterAckBeforeErase); err != nil {
+		return res, err
+	}
+	j.report(false)
+	return res, nil
+}
+
+// sinksPending reports whether a sink has progress to record.
+func (j *Job) sinksPending() bool {
+	for _, s := range j.sinks {
+		if p, ok := s.sink.(connector.PendingSyncer); ok && p.PendingSync() {
+			return true
+		}
+	}
+	return false
+}
+
+// fetchInputs takes a batch from the transport and computes each message's
+// key under this computation's group_by. The message struct is copied: the
+// sender keeps its own.
+func (j *Job) fetchInputs() []*weir.Message {
+	raw := j.recv.Fetch(j.comp.Batch.MaxRows, j.comp.Batch.MaxBytes)
+	out := make([]*weir.Message, 0, len(raw))
+	for _, m := range raw {
+		cp := *m
+		k, err := j.comp.KeyOf(cp.Payload)
+		if err != nil {
+			// A message whose key cannot be computed is a user error upstream;
+			// it is processed under the empty key rather than lost.
+			j.cfg.Logf("%s: message %s: %v; using the empty key", j.cfg.Partition.ID, m.ID, err)
+		}
+		cp.Key = k
+		out = append(out, &cp)
+	}
+	return out
+}
+
+func ids(msgs []*weir.Message) []msgid.ID {
+	out := make([]msgid.ID, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.ID
+	}
+	return out
+}
+
+// group is the work of one key in one epoch.
+type group struct {
+	key    weir.Key
+	timers []*timerEntry
+	msgs   []*weir.Message
+}
+
+// process runs user code for every key with fired timers or fresh messages.
+func (j *Job) process(ctx context.Context, ts store.Timestamp, msgs []*weir.Message, fired []*timerEntry) ([]emitted, error) {
+	groups := map[string]*group{}
+	get := func(k weir.Key) *group {
+		g, ok := groups[k.Encoded]
+		if !ok {
+			g = &group{key: k}
+			groups[k.Encoded] = g
+		}
+		return g
+	}
+	for _, t := range fired {
+		g := get(t.key)
+		g.timers = append(g.timers, t)
+	}
+	for _, m := range msgs {
+		g := get(m.Key)
+		g.msgs = append(g.msgs, m)
+	}
+	order := make([]*group, 0, len(groups))
+	for _, g := range groups {
+		order = append(order, g)
+	}
+	sort.Slice(order, func(a, b int) bool {
+		if order[a].key.Hash != order[b].key.Hash {
+			return order[a].key.Hash < order[b].key.Hash
+		}
+		return order[a].key.Encoded < order[b].key.Encoded
+	})
+	var out []emitted
+	code := j.comp.Code
+	for _, g := range order {
+		cc := &callContext{ctx: ctx, job: j, key: g.key, now: ts, eventWM: j.eventWM}
+		for _, t := range g.timers {
+			col := &collector{job: j, key: g.key, timer: &t.t}
+			if err := code.OnTimer(cc, &t.t, col); err != nil {
+				return nil, fmt.Errorf("computation %s: timer %s: %w", j.comp.Name, t.t.ID, err)
+			}
+			out = append(out, col.out...)
+		}
+		if len(g.msgs) == 0 {
+			continue
+		}
+		sort.SliceStable(g.msgs, func(a, b int) bool {
+			x, y := g.msgs[a], g.msgs[b]
+			if x.AlignmentTimestamp != y.AlignmentTimestamp {
+				return x.AlignmentTimestamp < y.AlignmentTimestamp
+			}
+			return x.ID < y.ID
+		})
+		if code.OnMessages != nil {
+			col := &collector{job: j, key: g.key, defaults: g.msgs, allowed: allowedSet(g.msgs)}
+			if err := code.OnMessages(cc, g.msgs, col); err != nil {
+				return nil, fmt.Errorf("computation %s: key batch: %w", j.comp.Name, err)
+			}
+			out = append(out, col.out...)
+		} else {
+			for _, m := range g.msgs {
+				one := []*weir.Message{m}
+				col := &collector{job: j, key: g.key, defaults: one, allowed: allowedSet(one)}
+				if err := code.OnMessage(cc, m, col); err != nil {
+					return nil, fmt.Errorf("computation %s: message %s: %w", j.comp.Name, m.ID, err)
+				}
+				out = append(out, col.out...)
+			}
+		}
+		if cc.err != nil {
+			return nil, cc.err
+		}
+	}
+	return out, nil
+}
+
+func allowedSet(msgs []*weir.Message) map[*weir.Message]bool {
+	s := make(map[*weir.Message]bool, len(msgs))
+	for _, m := range msgs {
+		s[m] = true
+	}
+	return s
+}
+
+// materialize assigns ids and meta to emitted outputs and registers timers.
+// Transform outputs get ordered ids from the epoch timestamp; SwiftMap
+// outputs inherit their parent's id (or a merged id of several parents).
+func (j *Job) materialize(ts store.Timestamp, emits []emitted) ([]*weir.Message, [][]*weir.Message, error) {
+	var outs []*weir.Message
+	var lineage [][]*weir.Message
+	index := map[string]uint64{}
+	for _, e := range emits {
+		if e.isTimer {
+			ev := e.req.EventTimestamp
+			if ev.IsZero() {
+				ev = e.req.Trigger
+			}
+			n := index["\x00timer\x00"+e.stream]
+			index["\x00timer\x00"+e.stream]++
+			id := msgid.Ordered(uint64(ts), e.stream, n)
+			j.timers.add(&timerEntry{key: e.key, t: weir.Timer{
+				ID: id, Stream: e.stream, Key: e.key, TriggerTimestamp: e.req.Trigger,
+				EventTimestamp: ev, SystemTimestamp: ts,
+			}})
+			continue
+		}
+		m := &weir.Message{Stream: e.stream, Payload: e.row}
+		if j.comp.Swift() {
+			if err := inheritMeta(m, e.parents, index); err != nil {
+				return nil, nil, fmt.Errorf("computation %s: %w", j.comp.Name, err)
+			}
+		} else {
+			n := index[e.stream]
+			index[e.stream]++
+			m.ID = msgid.Ordered(uint64(ts), e.stream, n)
+			m.SystemTimestamp, m.AlignmentTimestamp = ts, ts
+			m.EventTimestamp = minEventTime(e.parents)
+			if e.timer != nil && m.EventTimestamp.IsZero() {
+				m.EventTimestamp = e.timer.EventTimestamp
+			}
+		}
+		outs = append(outs, m)
+		lineage = append(lineage, e.parents)
+	}
+	return outs, lineage, nil
+}
+
+// inheritMeta gives a Swift output its deterministic id and timestamps.
+func inheritMeta(m *weir.Message, parents []*weir.Message, index map[string]uint64) error {
+	var base msgid.ID
+	if len(parents) == 1 {
+		p := parents[0]
+		base = p.ID
+		m.SystemTimestamp, m.AlignmentTimestamp, m.EventTimestamp = p.SystemTimestamp, p.AlignmentTimestamp, p.EventTimestamp
+	} else {
+		pids := make([]msgid.ID, len(parents))
+		for i, p := range parents {
+			pids[i] = p.ID
+		}
+		var err error
+		if base, err = msgid.Merged(pids); err != nil {
+			return err
+		}
+		// SystemTimestamp = max over parents, so the receiver's watermark
+		// filter never drops the merged message; the others are the minimum.
+		m.SystemTimestamp, m.AlignmentTimestamp = parents[0].SystemTimestamp, parents[0].AlignmentTimestamp
+		m.EventTimestamp = minEventTime(parents)
+		for _, p := range parents[1:] {
+			m.SystemTimestamp = max(m.SystemTimestamp, p.SystemTimestamp)
+			m.AlignmentTimestamp = min(m.AlignmentTimestamp, p.AlignmentTimestamp)
+		}
+	}
+	k := string(base) + "\x00" + m.Stream
+	n := index[k]
+	index[k]++
+	m.ID = msgid.Inherited(base, m.Stream, n)
+	return nil
+}
+
+func minEventTime(msgs []*weir.Message) time.Time {
+	var t time.Time
+	for _, m := range msgs {
+		if !m.EventTimestamp.IsZero() && (t.IsZero() || m.EventTimestamp.Before(t)) {
+			t = m.EventTimestamp
+		}
+	}
+	return t
+}
+
+// register gives an output its destinations: every sink consuming its
+// stream and every downstream partition. Sinks get it now (a sync sink
+// writes it inside this epoch's transaction); downstream partitions only
+// after the commit (distribute).
+func (j *Job) register(m *weir.Message, persisted bool) {
+	dests := len(j.routes[m.Stream])
+	var sinks []*sinkInstance
+	for _, s := range j.sinks {
+		if s.plan.InputStream == m.Stream {
+			sinks = append(sinks, s)
+		}
+	}
+	dests += len(sinks)
+	if j.comp.Swift() {
+		j.swift.expect(m, dests)
+		return
+	}
+	out := j.box.add(m, dests, persisted)
+	for _, s := range sinks {
+		s.sink.Distribute(m, j.onDelivered(out, m.ID, s.plan.ID))
+	}
+}
+
+// onDelivered returns the done callback of one destination of an output.
+func (j *Job) onDelivered(out *output, id msgid.ID, dest string) func(error) {
+	var once sync.Once
+	return func(err error) {
+		once.Do(func() {
+			if err != nil {
+				j.cfg.Logf("%s: output %s to %s failed: %v (kept in the outbox)", j.cfg.Partition.ID, id, dest, err)
+				return
+			}
+			j.acks.push(func() { j.box.ack(out) })
+		})
+	}
+}
+
+// distribute offers outputs to the downstream partitions that read them.
+func (j *Job) distribute(outs []*weir.Message) {
+	for _, m := range outs {
+		for _, r := range j.routes[m.Stream] {
+			k, err := r.KeyOf(m.Payload)
+			if err != nil {
+				j.cfg.Logf("%s: output %s to %s: %v; routing by the empty key", j.cfg.Partition.ID, m.ID, r.Name, err)
+			}
+			dest := KeyedPartitionID(r.Name, PartitionIndex(k.Hash, r.Partitions))
+			j.offer(pendingOffer{msg: m, dest: dest, ack: j.downstreamAck(m)})
+		}
+	}
+}
+
+func (j *Job) downstreamAck(m *weir.Message) transport.AckFunc {
+	if j.comp.Swift() {
+		return func(msgid.ID) { j.acks.push(func() { j.swift.delivered(m.ID) }) }
+	}
+	out := j.box.entries[m.ID]
+	if out == nil {
+		// Already delivered to every destination; nothing to track.
+		return func(msgid.ID) {}
+	}
+	return func(msgid.ID) { j.acks.push(func() { j.box.ack(out) }) }
+}
+
+func (j *Job) offer(o pendingOffer) {
+	if !j.cfg.Hub.Offer(o.dest, o.msg, messageSize(o.msg), o.ack) {
+		j.pending = append(j.pending, o)
+	}
+}
+
+// retryOffers re-offers outputs refused by full buffers, in order; it stops
+// at the first refusal per destination to keep per-destination order.
+func (j *Job) retryOffers() {
+	if len(j.pending) == 0 {
+		return
+	}
+	blocked := map[transport.PartitionID]bool{}
+	keep := j.pending[:0]
+	for _, o := range j.pending {
+		if blocked[o.dest] || !j.cfg.Hub.Offer(o.dest, o.msg, messageSize(o.msg), o.ack) {
+			blocked[o.dest] = true
+			keep = append(keep, o)
+		}
+	}
+	j.pending = keep
+}
+
+// flushSwift acknowledges the Swift inputs whose outputs are all delivered:
+// upstream for internal inputs, to the source reader for source records.
+// It runs only after the epoch's commit, so an acknowledged input's effect on
+// state is durable.
+func (j *Job) flushSwift() {
+	if j.swift == nil {
+		return
+	}
+	done := j.swift.takeReady()
+	if len(done) == 0 {
+		return
+	}
+	if j.src != nil {
+		j.src.markDone(done)
+		return
+	}
+	j.recv.Ack(ids(done)...)
+}
+
+// report posts the job's status for the controller.
+func (j *Job) report(idle bool) {
+	s := Status{
+		Partition:   j.cfg.Partition.ID,
+		Computation: j.comp.Name,
+		Job:         j.cfg.JobID,
+		Epoch:       j.lastTS,
+		At:          j.st.Now(),
+		SystemWM:    map[string]store.Timestamp{},
+	}
+	ctl := j.cfg.Board.Control(j.comp.Name)
+	s.UpstreamDoneSeen = ctl.UpstreamDone
+	s.AppliedInputWM = make(map[string]store.Timestamp, len(j.inputs.watermarks))
+	for k, v := range j.inputs.watermarks {
+		s.AppliedInputWM[k] = v
+	}
+	mins := map[string]store.Timestamp{}
+	if j.swift != nil {
+		mins = j.swift.minSystemTimestamp()
+	} else {
+		mins = j.box.minSystemTimestamp()
+	}
+	for _, stream := range j.comp.Outputs {
+		// Future outputs of a Transform carry a later epoch timestamp; a Swift
+		// output inherits its parent's, bounded by the input watermark (or, at
+		// a source, by the next record's write time).
+		bound := j.lastTS
+		if j.comp.Swift() {
+			bound = j.swiftBound()
+		}
+		if m, ok := mins[stream]; ok && m < bound {
+			bound = m
+		}
+		s.SystemWM[stream] = bound
+	}
+	if j.src != nil {
+		s.EventWM, s.EventIdle = j.src.eventWatermark(j.st.Now())
+	} else {
+		s.EventWM = j.eventWM
+	}
+	undelivered, _ := j.box.undelivered()
+	quiet := undelivered == 0 && len(j.pending) == 0
+	if j.swift != nil {
+		quiet = quiet && j.swift.count() == 0
+	}
+	if j.src != nil {
+		quiet = quiet && len(j.src.inflight) == 0
+	} else {
+		quiet = quiet && j.recv.Pending() == 0
+	}
+	s.Quiet, s.DrainingSeen = quiet, ctl.Draining
+	drained := quiet && j.timers.count() == 0
+	if j.src != nil {
+		drained = drained && j.src.finished()
+	} else {
+		drained = drained && ctl.UpstreamDone
+	}
+	s.Drained = drained
+	j.cfg.Board.Post(s)
+}
+
+// swiftBound is a lower bound of the SystemTimestamp of any future output of
+// a Swift job: outputs inherit their parents', and every future input has a
+// SystemTimestamp at or above the input watermark.
+func (j *Job) swiftBound() store.Timestamp {
+	if j.src != nil {
+		return j.src.nextSystemTimestamp()
+	}
+	var wm store.Timestamp
+	first := true
+	for _, s := range j.comp.Inputs {
+		w := j.inputs.watermarks[s]
+		if first || w < wm {
+			wm, first = w, false
+		}
+	}
+	return wm
+}
+
+// Close stops the job's connectors. The lease is the controller's to abort.
+func (j *Job) Close() error {
+	if j.closed {
+		return nil
+	}
+	j.closed = true
+	var errs []error
+	for _, s := range j.sinks {
+		errs = append(errs, s.sink.Close())
+	}
+	if j.src != nil {
+		errs = append(errs, j.src.close())
+	}
+	if j.recv != nil {
+		j.recv.Detach()
+	}
+	return errors.Join(errs...)
+}
+
+// Run drives epochs until ctx ends or an epoch fails. Between idle epochs it
+// waits for new input, room in a downstream buffer, or the empty-batch
+// backoff.
+func (j *Job) Run(ctx context.Context) error {
+	defer j.Close()
+	if err := j.Init(ctx); err != nil {
+		return err
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		res, err := j.Epoch(ctx)
+		if err != nil {
+			return err
+		}
+		if !res.Idle {
+			continue
+		}
+		var notify <-chan struct{}
+		if j.recv != nil {
+			notify = j.recv.Notify()
+		}
+		var room <-chan struct{}
+		if len(j.pending) > 0 {
+			room = j.cfg.Hub.Ready(j.pending[0].dest)
+		}
+		t := time.NewTimer(j.comp.Batch.EmptyBackoff)
+		select {
+		case <-ctx.Done():
+		case <-notify:
+		case <-room:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// encodeOffset is the partition-state encoding of an offset.
+func encodeOffset(o connector.Offset) []byte { return codec.AppendUint64BE(nil, uint64(o)) }

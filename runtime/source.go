@@ -1,0 +1,307 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/internal/codec"
+	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/store"
+)
+
+// sourceReader reads one source partition for a source computation and
+// keeps its position, which advances only with the epoch commit.
+//
+// TransformOrderedSource: the records of an epoch, their outputs and the new
+// position commit together; ids use the epoch timestamp.
+//
+// SwiftOrderedSource: outputs are not materialized, so a record's offset is
+// persisted only once all its outputs are delivered, and a replay after a
+// restart must rebuild the same ids. Each read batch gets a fresh sequence
+// number, memorized per offset range in the partition state (Flow's
+// OffsetMemory) and committed before any output leaves; a replay reuses the
+// memorized sequence number, so it yields identical ids.
+type sourceReader struct {
+	j      *Job
+	part   connector.SourcePartition
+	key    weir.Key
+	stream string
+	swift  bool
+
+	persisted connector.Offset // committed: every offset below is processed
+	reported  connector.Offset // last offset reported to the source
+	readNext  connector.Offset
+	end       bool
+	memory    []memRange
+	memDirty  bool
+	inflight  map[connector.Offset]store.Timestamp // swift: read, not yet done
+	done      map[connector.Offset]bool
+	offsetOf  map[msgid.ID]connector.Offset
+
+	maxEvent     time.Time
+	lastRecordAt time.Time
+	lastWrite    store.Timestamp
+}
+
+// memRange says offsets in [from, to) got sequence number seq.
+type memRange struct {
+	from, to connector.Offset
+	seq      uint64
+}
+
+type sourceBatch struct {
+	records []connector.Record
+	next    connector.Offset
+	end     bool
+}
+
+const sourceStateName = "source"
+
+func openSourceReader(ctx context.Context, j *Job, key string) (*sourceReader, error) {
+	part, err := j.comp.Source.Open(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: open source partition %s: %w", j.cfg.Partition.ID, key, err)
+	}
+	r := &sourceReader{
+		j: j, part: part, stream: j.comp.SourceStream, swift: j.comp.Swift(),
+		key:      weir.Key{Hash: codec.Hash64([]byte(key)), Encoded: key},
+		inflight: map[connector.Offset]store.Timestamp{}, done: map[connector.Offset]bool{},
+		offsetOf: map[msgid.ID]connector.Offset{},
+	}
+	v, ok, err := j.st.Get(ctx, store.PartitionStates, r.stateKey())
+	if err != nil {
+		return nil, fmt.Errorf("job %s: read source state: %w", j.cfg.Partition.ID, err)
+	}
+	if ok {
+		if err := r.decodeState(v); err != nil {
+			return nil, fmt.Errorf("job %s: source state: %w", j.cfg.Partition.ID, err)
+		}
+	}
+	r.readNext = r.persisted
+	r.reported = r.persisted
+	r.lastRecordAt = j.st.Now()
+	return r, nil
+}
+
+func (r *sourceReader) stateKey() []byte {
+	return partitionStateKey(string(r.j.cfg.Partition.ID), sourceStateName)
+}
+
+func (r *sourceReader) read(ctx context.Context, maxRows, maxBytes int) (*sourceBatch, error) {
+	b, err := r.part.Read(ctx, r.readNext, maxRows, maxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("source %s: read at offset %d: %w", r.part.Key(), r.readNext, err)
+	}
+	r.end = b.End
+	if len(b.Records) == 0 {
+		return nil, nil
+	}
+	for i, rec := range b.Records {
+		if rec.Offset != r.readNext+connector.Offset(i) {
+			return nil, fmt.Errorf("source %s: record %d has offset %d, expected %d (offsets must be dense)", r.part.Key(), i, rec.Offset, r.readNext+connector.Offset(i))
+		}
+		if rec.WriteTimestamp == 0 {
+			return nil, fmt.Errorf("source %s: record at offset %d has no write timestamp", r.part.Key(), rec.Offset)
+		}
+	}
+	r.readNext = b.Next
+	return &sourceBatch{records: b.Records, next: b.Next, end: b.End}, nil
+}
+
+// messages turns a batch into messages of the source stream.
+func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Message {
+	out := make([]*weir.Message, 0, len(b.records))
+	now := r.j.st.Now()
+	for _, rec := range b.records {
+		seq := uint64(ts)
+		if r.swift {
+			seq = r.seqFor(rec.Offset, b.next, uint64(ts))
+		}
+		ev := rec.EventTimestamp
+		if col := r.j.comp.Watermark.EventColumn; col != "" {
+			if t, ok := eventTimeOf(rec.Row[col]); ok {
+				ev = t
+			}
+		}
+		if ev.IsZero() {
+			ev = rec.WriteTimestamp.Time()
+		}
+		m := &weir.Message{
+			ID:                 msgid.Ordered(seq, r.stream, uint64(rec.Offset)),
+			Stream:             r.stream,
+			Key:                r.key,
+			SystemTimestamp:    rec.WriteTimestamp,
+			AlignmentTimestamp: rec.WriteTimestamp,
+			EventTimestamp:     ev,
+			Payload:            rec.Row,
+		}
+		if ev.After(r.maxEvent) {
+			r.maxEvent = ev
+		}
+		r.lastWrite = max(r.lastWrite, rec.WriteTimestamp)
+		if r.swift {
+			r.inflight[rec.Offset] = rec.WriteTimestamp
+			r.offsetOf[m.ID] = rec.Offset
+		}
+		out = append(out, m)
+	}
+	r.lastRecordAt = now
+	return out
+}
+
+// seqFor returns the memorized sequence number of offset, memorizing ts for
+// [offset, batchEnd) if no range covers it.
+func (r *sourceReader) seqFor(off, batchEnd connector.Offset, ts uint64) uint64 {
+	for _, m := range r.memory {
+		if off >= m.from && off < m.to {
+			return m.seq
+		}
+	}
+	end := batchEnd
+	for _, m := range r.memory {
+		if m.from > off && m.from < end {
+			end = m.from
+		}
+	}
+	r.memory = append(r.memory, memRange{from: off, to: end, seq: ts})
+	r.memDirty = true
+	return ts
+}
+
+// markDone records that every output of these source messages is delivered.
+func (r *sourceReader) markDone(msgs []*weir.Message) {
+	for _, m := range msgs {
+		if off, ok := r.offsetOf[m.ID]; ok {
+			delete(r.offsetOf, m.ID)
+			delete(r.inflight, off)
+			r.done[off] = true
+		}
+	}
+}
+
+// dirty reports whether the persisted position can advance or the memory
+// changed, i.e. whether an epoch must commit even without new records.
+func (r *sourceReader) dirty() bool {
+	return r.memDirty || (r.swift && r.done[r.persisted])
+}
+
+// sync writes the partition's new position (and memory) into txn.
+func (r *sourceReader) sync(txn *store.Txn, b *sourceBatch) error {
+	changed := r.memDirty
+	if r.swift {
+		for r.done[r.persisted] {
+			delete(r.done, r.persisted)
+			r.persisted++
+			changed = true
+		}
+		kept := r.memory[:0]
+		for _, m := range r.memory {
+			if m.to > r.persisted {
+				kept = append(kept, m)
+			}
+		}
+		r.memory = kept
+	} else if b != nil {
+		r.persisted = b.next
+		changed = true
+	}
+	if changed {
+		txn.Put(store.PartitionStates, r.stateKey(), r.encodeState())
+	}
+	r.memDirty = false
+	return nil
+}
+
+// committed reports the committed position to the source (advisory).
+func (r *sourceReader) committed(ctx context.Context, _ *sourceBatch) {
+	if r.persisted == r.reported {
+		return
+	}
+	if err := r.part.ReportCommitted(ctx, r.persisted); err != nil {
+		r.j.cfg.Logf("source %s: report committed offset %d: %v", r.part.Key(), r.persisted, err)
+		return
+	}
+	r.reported = r.persisted
+}
+
+// finished: a finite partition fully read, processed and committed.
+func (r *sourceReader) finished() bool {
+	return r.part.Finite() && r.end && r.persisted == r.readNext && len(r.inflight) == 0
+}
+
+// eventWatermark is the partition's event-time watermark (max event time
+// seen minus out_of_orderness_bound), and whether the partition is idle.
+func (r *sourceReader) eventWatermark(now time.Time) (time.Time, bool) {
+	wm := time.Time{}
+	if !r.maxEvent.IsZero() {
+		wm = r.maxEvent.Add(-r.j.comp.Watermark.OutOfOrdernessBound)
+	}
+	idle := r.end && (r.part.Finite() || (r.j.comp.Watermark.IdleTimeout > 0 && now.Sub(r.lastRecordAt) >= r.j.comp.Watermark.IdleTimeout))
+	return wm, idle
+}
+
+// nextSystemTimestamp bounds the SystemTimestamp of any output not yet
+// delivered: the oldest in-flight record's, else one past the last read.
+func (r *sourceReader) nextSystemTimestamp() store.Timestamp {
+	var m store.Timestamp
+	first := true
+	for _, ts := range r.inflight {
+		if first || ts < m {
+			m, first = ts, false
+		}
+	}
+	if !first {
+		return m
+	}
+	if r.lastWrite == 0 {
+		return 0
+	}
+	return r.lastWrite + 1
+}
+
+func (r *sourceReader) close() error { return r.part.Close() }
+
+func (r *sourceReader) encodeState() []byte {
+	b := []byte{recordVersion}
+	b = codec.AppendUvarint(b, uint64(r.persisted))
+	b = codec.AppendUvarint(b, uint64(len(r.memory)))
+	for _, m := range r.memory {
+		b = codec.AppendUvarint(b, uint64(m.from))
+		b = codec.AppendUvarint(b, uint64(m.to))
+		b = codec.AppendUvarint(b, m.seq)
+	}
+	return b
+}
+
+func (r *sourceReader) decodeState(b []byte) error {
+	if len(b) == 0 || b[0] != recordVersion {
+		return fmt.Errorf("unknown source state version")
+	}
+	rd := reader{b: b[1:]}
+	r.persisted = connector.Offset(rd.uvarint())
+	n := rd.uvarint()
+	for i := uint64(0); i < n && rd.err == nil; i++ {
+		r.memory = append(r.memory, memRange{from: connector.Offset(rd.uvarint()), to: connector.Offset(rd.uvarint()), seq: rd.uvarint()})
+	}
+	return rd.err
+}
+
+// eventTimeOf reads an event-time column value: integers are unix
+// milliseconds, floats unix seconds, strings RFC 3339.
+func eventTimeOf(v any) (time.Time, bool) {
+	switch x := v.(type) {
+	case int64:
+		return time.UnixMilli(x).UTC(), true
+	case uint64:
+		return time.UnixMilli(int64(x)).UTC(), true
+	case float64:
+		return time.Unix(0, int64(x*1e9)).UTC(), true
+	case string:
+		t, err := time.Parse(time.RFC3339Nano, x)
+		return t, err == nil
+	}
+	return time.Time{}, false
+}

@@ -1,0 +1,229 @@
+package transport
+
+import (
+	"sync"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/msgid"
+)
+
+// DefaultBufferBytes is the default byte bound of one partition's buffer.
+const DefaultBufferBytes = 16 << 20
+
+// Hub is the in-process transport: one bounded mailbox per receiving
+// partition. Mailboxes outlive the jobs that attach to them, so a message
+// buffered for a partition whose job fails is fetched again by the
+// replacement job; senders still keep every message until acknowledged,
+// because a mailbox is memory and dies with the process.
+type Hub struct {
+	bufferBytes int
+
+	mu    sync.Mutex
+	boxes map[PartitionID]*mailbox
+}
+
+// NewHub returns a hub whose mailboxes hold at most bufferBytes each
+// (DefaultBufferBytes if bufferBytes <= 0). A message larger than the bound
+// is still accepted into an empty mailbox, so that it cannot block forever.
+func NewHub(bufferBytes int) *Hub {
+	if bufferBytes <= 0 {
+		bufferBytes = DefaultBufferBytes
+	}
+	return &Hub{bufferBytes: bufferBytes, boxes: make(map[PartitionID]*mailbox)}
+}
+
+func (h *Hub) box(p PartitionID) *mailbox {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b, ok := h.boxes[p]
+	if !ok {
+		b = &mailbox{
+			limit:  h.bufferBytes,
+			byID:   make(map[msgid.ID]*entry),
+			notify: make(chan struct{}, 1),
+			room:   make(chan struct{}, 1),
+		}
+		h.boxes[p] = b
+	}
+	return b
+}
+
+// Offer implements Sender.
+func (h *Hub) Offer(p PartitionID, msg *weir.Message, size int, ack AckFunc) bool {
+	return h.box(p).offer(msg, size, ack)
+}
+
+// Ready implements Sender.
+func (h *Hub) Ready(p PartitionID) <-chan struct{} { return h.box(p).room }
+
+// Attach starts a new attachment of partition p: every buffered message,
+// fetched by an earlier attachment or not, becomes fetchable again. The
+// previous attachment, if any, stops seeing messages.
+func (h *Hub) Attach(p PartitionID) Receiver {
+	b := h.box(p)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.generation++
+	for _, e := range b.entries {
+		e.fetched = false
+	}
+	b.cursor = 0
+	signal(b.notify)
+	return &attachment{box: b, generation: b.generation}
+}
+
+// HighWater returns the largest number of bytes ever buffered for p: a
+// bounded buffer never holds more than its bound plus one message.
+func (h *Hub) HighWater(p PartitionID) int {
+	b := h.box(p)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.highWater
+}
+
+// Pending returns the number of unacknowledged messages buffered for p.
+func (h *Hub) Pending(p PartitionID) int {
+	b := h.box(p)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.byID)
+}
+
+type entry struct {
+	msg     *weir.Message
+	size    int
+	ack     AckFunc
+	fetched bool
+	acked   bool
+}
+
+// mailbox keeps entries in arrival order; acknowledged entries are removed
+// lazily from the front. Invariant: byID holds exactly the unacknowledged
+// entries; bytes is the sum of their sizes.
+type mailbox struct {
+	mu         sync.Mutex
+	limit      int
+	bytes      int
+	entries    []*entry
+	cursor     int // entries before cursor are fetched or acked
+	byID       map[msgid.ID]*entry
+	generation uint64
+	highWater  int
+	notify     chan struct{}
+	room       chan struct{}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+func (b *mailbox) offer(msg *weir.Message, size int, ack AckFunc) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e, ok := b.byID[msg.ID]; ok {
+		e.ack = ack
+		return true
+	}
+	if b.bytes > 0 && b.bytes+size > b.limit {
+		return false
+	}
+	e := &entry{msg: msg, size: size, ack: ack}
+	b.entries = append(b.entries, e)
+	b.byID[msg.ID] = e
+	b.bytes += size
+	b.highWater = max(b.highWater, b.bytes)
+	signal(b.notify)
+	return true
+}
+
+type attachment struct {
+	box        *mailbox
+	generation uint64
+}
+
+func (a *attachment) Fetch(maxRows, maxBytes int) []*weir.Message {
+	b := a.box
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.generation != a.generation {
+		return nil
+	}
+	var out []*weir.Message
+	bytes := 0
+	for b.cursor < len(b.entries) && len(out) < maxRows {
+		e := b.entries[b.cursor]
+		if !e.acked && !e.fetched {
+			if len(out) > 0 && bytes+e.size > maxBytes {
+				break
+			}
+			e.fetched = true
+			out = append(out, e.msg)
+			bytes += e.size
+		}
+		b.cursor++
+	}
+	return out
+}
+
+func (a *attachment) Ack(ids ...msgid.ID) {
+	b := a.box
+	var acks []func()
+	b.mu.Lock()
+	for _, id := range ids {
+		e, ok := b.byID[id]
+		if !ok {
+			continue
+		}
+		e.acked = true
+		delete(b.byID, id)
+		b.bytes -= e.size
+		if e.ack != nil {
+			ack, id := e.ack, id
+			acks = append(acks, func() { ack(id) })
+		}
+	}
+	// Drop the acknowledged prefix so the slice does not grow forever.
+	n := 0
+	for n < len(b.entries) && b.entries[n].acked {
+		n++
+	}
+	if n > 0 {
+		b.entries = append(b.entries[:0:0], b.entries[n:]...)
+		b.cursor -= n
+		if b.cursor < 0 {
+			b.cursor = 0
+		}
+	}
+	if len(acks) > 0 {
+		signal(b.room)
+	}
+	b.mu.Unlock()
+	for _, f := range acks {
+		f()
+	}
+}
+
+func (a *attachment) Pending() int {
+	b := a.box
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.byID)
+}
+
+func (a *attachment) Notify() <-chan struct{} { return a.box.notify }
+
+func (a *attachment) Detach() {
+	b := a.box
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.generation == a.generation {
+		b.generation++
+		for _, e := range b.entries {
+			e.fetched = false
+		}
+		b.cursor = 0
+	}
+}

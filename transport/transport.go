@@ -1,0 +1,70 @@
+// Package transport delivers messages between jobs of a pipeline: from the
+// job that produced a message (the sender) to the job that currently owns
+// the receiving partition, and the acknowledgement back.
+//
+// The contract is the push model of MillWheel and Flow:
+//
+//   - A sender keeps every output it sends (in its outbox, or, for Swift
+//     computations, by holding the parent input) until the message is
+//     acknowledged. Delivery is at-least-once: a message may be delivered to
+//     a receiver many times, to successive jobs of the same partition, and
+//     re-sent with the same id after the sender restarts.
+//   - A receiver acknowledges a message only after the commit that recorded
+//     its processing is durable (or immediately, if its dedup says it was
+//     already processed). The receiver deduplicates by message id.
+//   - Buffers are bounded in bytes: when a receiving partition's buffer is
+//     full, Offer refuses and the sender keeps the message, so a slow
+//     receiver slows its senders (backpressure).
+//
+// The in-process implementation (Hub) serves the embedded engine; a network
+// implementation for the distributed mode implements the same behaviour.
+package transport
+
+import (
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/msgid"
+)
+
+// PartitionID names a receiving partition, e.g. "Counter/3".
+type PartitionID string
+
+// AckFunc is called once the receiving partition has durably processed the
+// message (or found it already processed). It may run on the receiver's
+// goroutine and must not block.
+type AckFunc func(id msgid.ID)
+
+// Envelope is a message in transit with the sender's acknowledgement hook.
+type Envelope struct {
+	Msg  *weir.Message
+	Size int
+	Ack  AckFunc
+}
+
+// Sender offers messages to receiving partitions.
+type Sender interface {
+	// Offer hands msg to partition p. It returns false if p's buffer is full;
+	// the caller keeps the message and offers it again later (see Ready).
+	// Offering an id that is already buffered and unacknowledged replaces its
+	// ack hook (the newest sender of an id is the one to tell).
+	Offer(p PartitionID, msg *weir.Message, size int, ack AckFunc) bool
+	// Ready returns a channel that is signalled when p's buffer gains room.
+	Ready(p PartitionID) <-chan struct{}
+}
+
+// Receiver is the receiving side of one partition, used by the job that
+// currently owns it.
+type Receiver interface {
+	// Fetch returns up to maxRows buffered messages (and at most maxBytes,
+	// but always at least one if any is available) that this attachment has
+	// not fetched yet, in arrival order.
+	Fetch(maxRows, maxBytes int) []*weir.Message
+	// Ack acknowledges messages by id and frees their buffer space.
+	Ack(ids ...msgid.ID)
+	// Pending is the number of buffered unacknowledged messages.
+	Pending() int
+	// Notify returns a channel signalled when new messages arrive.
+	Notify() <-chan struct{}
+	// Detach ends this attachment; messages fetched but not acknowledged
+	// become available to the next attachment.
+	Detach()
+}
