@@ -79,6 +79,12 @@ type OrderedAsyncSink struct {
 
 	sc    SinkContext
 	state asyncState
+	// producerDurable: the producer id is in the committed partition state.
+	// Nothing is written before it is: a producer id lost in a crash would
+	// make the next life write the same messages as another producer, which
+	// the receiver could not deduplicate. producerSaving: Sync wrote it into
+	// the epoch transaction now committing.
+	producerDurable, producerSaving bool
 
 	lastDistributedID  msgid.ID
 	lastDistributedSeq SeqNo
@@ -129,6 +135,8 @@ func (s *OrderedAsyncSink) Init(ctx context.Context, sc SinkContext) error {
 		s.state.Producer = ProducerID(hex.EncodeToString(id[:]))
 	} else if err := s.state.decode(b); err != nil {
 		return fmt.Errorf("async sink %s: state: %w", sc.SinkID, err)
+	} else {
+		s.producerDurable = true
 	}
 	s.lastDistributedID = s.state.MaxPersisted
 	s.lastDistributedSeq = s.state.MaxPersistSeq
@@ -173,6 +181,10 @@ func (s *OrderedAsyncSink) Distribute(m *weir.Message, done func(error)) {
 func (s *OrderedAsyncSink) Sync(ctx context.Context, txn *store.Txn) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.producerDurable && len(s.registered) > 0 {
+		s.sc.SaveState(txn, s.state.encode())
+		s.producerSaving = true
+	}
 	if len(s.written) == 0 {
 		return nil
 	}
@@ -191,8 +203,13 @@ func (s *OrderedAsyncSink) Commit(context.Context) {
 	s.mu.Lock()
 	recorded := s.recorded
 	s.recorded = nil
-	s.sending = append(s.sending, s.registered...)
-	s.registered = nil
+	if s.producerSaving {
+		s.producerDurable, s.producerSaving = true, false
+	}
+	if s.producerDurable {
+		s.sending = append(s.sending, s.registered...)
+		s.registered = nil
+	}
 	s.mu.Unlock()
 	for _, r := range recorded {
 		r.done(nil)
@@ -350,10 +367,14 @@ func (st *asyncState) decode(b []byte) error {
 	return nil
 }
 
-// PendingSync reports whether the sink has accepted writes to record: the
-// engine then runs an epoch (and commits) even without new input.
+// PendingSync reports whether the sink needs an epoch: accepted writes to
+// record, or registered messages waiting for a commit to be sent. The engine
+// then runs an epoch (and commits) even without new input.
 func (s *OrderedAsyncSink) PendingSync() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.written) > 0
+	// Registered messages leave only at Commit, which runs after an epoch
+	// commit; outputs reloaded from the outbox by a restarted job would
+	// otherwise wait forever in a job that has no new input.
+	return len(s.written) > 0 || len(s.registered) > 0
 }

@@ -1,0 +1,109 @@
+// Package httpsink is the AsyncHttpSink connector (Flow's TAsyncHttpSink):
+// every output message of the sink's input stream becomes one HTTP POST
+// request whose body is the raw bytes of one payload column.
+//
+// # Guarantee: at-least-once
+//
+// The sink is an ordered transactional-outbox sink (connector.OrderedAsyncSink):
+// outputs reach it already durable in the computation's outbox, get sequence
+// numbers in message id order, and are POSTed only after the epoch that
+// produced them has committed. A message leaves the outbox only after the
+// receiver answered 2xx and a later epoch recorded that. POST requests run
+// outside the epoch transaction, so a request the receiver applied may be sent
+// again: after a timeout or a connection reset whose outcome is unknown, and
+// after a job restart (which re-sends every message not yet recorded). Nothing
+// is lost, but the receiver sees duplicates: it must make the operation
+// idempotent or deduplicate by the Idempotency-Key header, whose value is the
+// hex of the message's stable id — the same on every retry and every restart.
+//
+// at_most_once_strategy is rejected when the sink is built, enabled or not
+// (see ErrAtMostOnceUnsupported), as Flow fails spec loading for it: the
+// sink's only mode is the outbox, and accepting the setting would promise a
+// drop-on-overflow behaviour that the sink does not have.
+//
+// # Ordering and progress
+//
+// Within one job (partition), requests are sent one at a time in sequence
+// number order, and acknowledgements move only as a contiguous prefix of that
+// order: message n+1 is sent only after message n got a 2xx (or was skipped
+// because its payload is null). When a message cannot be delivered — its
+// retries are exhausted or its failure is permanent — the partition's
+// delivery stops, visibly: AsyncHttpSink.Failure returns the error, the
+// message and everything after it stay in the outbox (Pending counts them),
+// and the partition cannot complete. Delivery resumes, from that message and
+// with the same Idempotency-Key, when the job restarts; the job does not
+// restart by itself for this, so watch Failure (or the attempt-failure
+// metric) and restart it once the receiver or the data is fixed.
+//
+// # Parameters
+//
+// Decoded strictly with spec.DecodeParameters: an unknown key is an error
+// naming the key. Durations take integer milliseconds or strings such as
+// "250ms".
+//
+//   - url (string, required): the http:// or https:// endpoint.
+//   - headers (map string→string, default none): headers added to every
+//     request. Values may hold credentials: they are never logged and never
+//     put into errors, and they are not sent to another host on a redirect.
+//     Content-Length, Transfer-Encoding and Connection are managed by the
+//     sink and rejected; Host sets the request's Host.
+//   - payload_column (string, required): the column whose value is the
+//     request body. A string or bytes value is sent as is; null (or a missing
+//     column) acknowledges the message without a request; any other type is a
+//     permanent failure naming the message id and the column.
+//   - idempotency_header (string, default "Idempotency-Key"): the header
+//     carrying hex(message id). The empty string sends no such header.
+//   - keep_alive (bool, default true): reuse connections between requests.
+//   - max_idle_connections (int, default 8): idle connections kept per sink
+//     instance; 0 keeps none (as keep_alive=false).
+//   - max_redirect_count (int, default 0): redirects followed per attempt. A
+//     redirect beyond it fails the attempt; so does an https→http redirect,
+//     whatever the count, and a 301/302/303 (which would turn the POST into a
+//     GET without the body): only 307 and 308 are followed. Such failures are
+//     permanent, since the receiver would answer the same way again.
+//   - request_timeout (duration, default 60s): total time for one message
+//     across all its attempts and backoff pauses.
+//   - attempt_timeout (duration, default 10s): time for one attempt, from
+//     sending the request to reading the whole response body.
+//   - retry_initial_delay (duration, default 1s): pause after the first
+//     failed attempt.
+//   - retry_multiplier (float ≥ 1, default 2): each further pause is this
+//     many times the previous one…
+//   - retry_maximum_delay (duration, default 30s): …up to this bound.
+//   - retry_jitter_ratio (float in [0,1], default 0.2): each pause is
+//     multiplied by a random factor in [1-ratio, 1+ratio]…
+//   - retry_minimum_delay (duration, default 100ms): …and is never shorter
+//     than this.
+//   - max_attempt_count (int ≥ 1, default 5): attempts per message, the
+//     first included.
+//
+// # Which failures are retried
+//
+// A 2xx response whose body was read to the end is success. Retried, until
+// max_attempt_count or request_timeout runs out: 408 Request Timeout, 425 Too
+// Early, 429 Too Many Requests, every 5xx, and transport failures — connection
+// refused or reset, a connection closed before the response, attempt and
+// body-read timeouts, TLS errors. A request whose outcome is unknown (reset
+// after sending, timeout) may have been applied; retrying it with the same
+// Idempotency-Key is what the receiver's deduplication is for. Permanent (the
+// message's delivery stops at once): every other status (a 3xx that is not
+// followed, the other 4xx), refused redirects and a payload of the wrong
+// type. Retry-After is not honoured; the backoff above applies.
+//
+// net/http may itself re-send a request once, without the sink seeing a
+// failed attempt, when a reused keep-alive connection breaks before any
+// response: a POST carrying an Idempotency-Key (or X-Idempotency-Key) header
+// counts as replayable for it. Like every retry, the re-sent request has the
+// same key.
+//
+// # Metrics
+//
+// Registered once on prometheus.DefaultRegisterer:
+//
+//   - weir_http_sink_responses_total{sink, status_code}: responses received,
+//     including redirects that were refused.
+//   - weir_http_sink_attempt_failures_total{sink, reason}: failed attempts by
+//     reason: "status" (a non-2xx final response), "redirect" (a refused
+//     redirect), "timeout" (attempt or request timeout), "transport" (any
+//     other connection or protocol error).
+package httpsink

@@ -1,0 +1,366 @@
+// Package queue is weir's durable, partitioned, ordered queue, kept in the
+// pipeline's store (modelled on YTsaurus queues: ordered tables with
+// consumers and producers), and its connectors: QueueSource,
+// SyncQueueSink and AsyncQueueSink.
+//
+// A queue has N partitions (tablets). Each row gets, at commit, its
+// $tablet_index, a dense $row_index within its partition, and a $timestamp
+// that strictly increases within the partition. Consumers keep committed
+// offsets per partition. Producers write with (producer_id,
+// $sequence_number): a write repeating a sequence number the queue already
+// holds for that producer is dropped, which is what makes AsyncQueueSink's
+// retries and restarts exactly-once.
+//
+// Layout in the store:
+//
+//	queues     name                                  → meta (partitions)
+//	queue_rows name 0x00 BE32(partition) BE64(index) → BE64($timestamp) row
+//	consumers  name 0x00 consumer 0x00 BE32(p)       → BE64(next offset)
+//	consumers  name 0x00 consumer                    → registration marker
+//	producers  name 0x00 producer                    → BE64(last sequence number)
+package queue
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/internal/codec"
+	"github.com/weir-stream/weir/store"
+)
+
+// Queue is a handle on one queue.
+type Queue struct {
+	st         store.Store
+	name       string
+	partitions int
+}
+
+// Column names the queue adds to rows it returns.
+const (
+	ColTabletIndex = "$tablet_index"
+	ColRowIndex    = "$row_index"
+	ColTimestamp   = "$timestamp"
+)
+
+// ErrNotFound: the queue does not exist.
+var ErrNotFound = errors.New("queue does not exist")
+
+// ErrExists: a queue of that name exists already.
+var ErrExists = errors.New("queue exists already")
+
+// MaxPartitions bounds a queue's partition count.
+const MaxPartitions = 1 << 16
+
+// ValidName reports whether name can name a queue: 1–200 bytes of
+// [A-Za-z0-9_./-], not starting with '/'... any printable byte but 0x00 and
+// whitespace would do for the store; the restriction keeps names usable in
+// paths and shells.
+func ValidName(name string) error {
+	if name == "" || len(name) > 200 {
+		return fmt.Errorf("queue name %q: must be 1 to 200 characters", name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("_.-/", c) >= 0) {
+			return fmt.Errorf("queue name %q: character %q at %d is not allowed (use letters, digits, _ . - /)", name, c, i)
+		}
+	}
+	return nil
+}
+
+// Create creates a queue with n partitions.
+func Create(ctx context.Context, st store.Store, name string, n int) (*Queue, error) {
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	if n < 1 || n > MaxPartitions {
+		return nil, fmt.Errorf("queue %s: partition count %d out of range [1, %d]", name, n, MaxPartitions)
+	}
+	txn := store.NewTxn()
+	txn.CheckAbsent(store.Queues, []byte(name))
+	txn.Put(store.Queues, []byte(name), encodeMeta(n))
+	if err := st.Commit(ctx, txn); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return nil, fmt.Errorf("queue %s: %w", name, ErrExists)
+		}
+		return nil, fmt.Errorf("create queue %s: %w", name, err)
+	}
+	return &Queue{st: st, name: name, partitions: n}, nil
+}
+
+// Open opens an existing queue.
+func Open(ctx context.Context, st store.Store, name string) (*Queue, error) {
+	v, ok, err := st.Get(ctx, store.Queues, []byte(name))
+	if err != nil {
+		return nil, fmt.Errorf("open queue %s: %w", name, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("queue %q: %w (create it with: weir queue create --partitions N %s)", name, ErrNotFound, name)
+	}
+	n, err := decodeMeta(v)
+	if err != nil {
+		return nil, fmt.Errorf("queue %s: %w", name, err)
+	}
+	return &Queue{st: st, name: name, partitions: n}, nil
+}
+
+// List returns the names of all queues with their partition counts.
+func List(ctx context.Context, st store.Store) (map[string]int, error) {
+	out := map[string]int{}
+	var derr error
+	err := st.Scan(ctx, store.Range{Table: store.Queues}, func(k, v []byte) bool {
+		n, err := decodeMeta(v)
+		if err != nil {
+			derr = err
+			return false
+		}
+		out[string(k)] = n
+		return true
+	})
+	if err == nil {
+		err = derr
+	}
+	return out, err
+}
+
+// Name returns the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+// Partitions returns the partition count.
+func (q *Queue) Partitions() int { return q.partitions }
+
+// Store returns the store holding the queue.
+func (q *Queue) Store() store.Store { return q.st }
+
+func (q *Queue) checkPartition(p int) error {
+	if p < 0 || p >= q.partitions {
+		return fmt.Errorf("queue %s: partition %d out of range [0, %d)", q.name, p, q.partitions)
+	}
+	return nil
+}
+
+func (q *Queue) rowPrefix(p int) []byte {
+	b := make([]byte, 0, len(q.name)+5)
+	b = append(b, q.name...)
+	b = append(b, 0)
+	return binary.BigEndian.AppendUint32(b, uint32(p))
+}
+
+// Append adds rows to partition p inside txn (for sinks writing in an epoch
+// transaction). Each row's $row_index and $timestamp are assigned at commit.
+func (q *Queue) Append(txn *store.Txn, p int, rows ...weir.Row) error {
+	if err := q.checkPartition(p); err != nil {
+		return err
+	}
+	vals := make([][]byte, 0, len(rows))
+	for i, r := range rows {
+		if err := checkUserColumns(r); err != nil {
+			return fmt.Errorf("queue %s: row %d: %w", q.name, i, err)
+		}
+		b, err := codec.AppendRow(nil, r)
+		if err != nil {
+			return fmt.Errorf("queue %s: row %d: %w", q.name, i, err)
+		}
+		vals = append(vals, b)
+	}
+	txn.Append(store.QueueRows, q.rowPrefix(p), vals...)
+	return nil
+}
+
+// checkUserColumns rejects rows that set the queue's own columns.
+func checkUserColumns(r weir.Row) error {
+	for k := range r {
+		if strings.HasPrefix(k, "$") {
+			return fmt.Errorf("column %q: names starting with $ are reserved for the queue", k)
+		}
+	}
+	return nil
+}
+
+// Write appends rows to their partitions in one commit: all rows are
+// written or none. parts[i] is row i's partition.
+func (q *Queue) Write(ctx context.Context, rows []weir.Row, parts []int) error {
+	txn := store.NewTxn()
+	if err := q.appendRouted(txn, rows, parts); err != nil {
+		return err
+	}
+	if err := q.st.Commit(ctx, txn); err != nil {
+		return fmt.Errorf("write to queue %s: %w", q.name, err)
+	}
+	return nil
+}
+
+func (q *Queue) appendRouted(txn *store.Txn, rows []weir.Row, parts []int) error {
+	if len(parts) != len(rows) {
+		return fmt.Errorf("queue %s: %d rows but %d partitions", q.name, len(rows), len(parts))
+	}
+	for i, r := range rows {
+		if err := q.Append(txn, parts[i], r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteAsProducer appends rows as producer with sequence numbers first,
+// first+1, …: rows whose sequence number the queue already holds for the
+// producer are dropped, and the producer's last sequence number advances in
+// the same commit. It returns how many rows were new. Concurrent writes of
+// one producer are serialized by a check on its row.
+func (q *Queue) WriteAsProducer(ctx context.Context, producer string, first uint64, rows []weir.Row, parts []int) (int, error) {
+	if producer == "" || strings.IndexByte(producer, 0) >= 0 {
+		return 0, fmt.Errorf("queue %s: invalid producer id %q", q.name, producer)
+	}
+	if first == 0 {
+		return 0, fmt.Errorf("queue %s: sequence numbers start at 1", q.name)
+	}
+	pkey := append(append([]byte(q.name), 0), producer...)
+	for {
+		v, ok, err := q.st.Get(ctx, store.Producers, pkey)
+		if err != nil {
+			return 0, fmt.Errorf("queue %s: read producer %s: %w", q.name, producer, err)
+		}
+		var last uint64
+		if ok {
+			if len(v) != 8 {
+				return 0, fmt.Errorf("queue %s: producer %s: corrupt sequence number", q.name, producer)
+			}
+			last = binary.BigEndian.Uint64(v)
+		}
+		skip := 0
+		if last >= first {
+			skip = int(min(last-first+1, uint64(len(rows))))
+		}
+		if skip == len(rows) {
+			return 0, nil
+		}
+		txn := store.NewTxn()
+		if ok {
+			txn.CheckValue(store.Producers, pkey, v)
+		} else {
+			txn.CheckAbsent(store.Producers, pkey)
+		}
+		if err := q.appendRouted(txn, rows[skip:], parts[skip:]); err != nil {
+			return 0, err
+		}
+		txn.Put(store.Producers, pkey, binary.BigEndian.AppendUint64(nil, first+uint64(len(rows))-1))
+		err = q.st.Commit(ctx, txn)
+		if errors.Is(err, store.ErrConflict) {
+			continue // another write of this producer landed: re-read
+		}
+		if err != nil {
+			return 0, fmt.Errorf("write to queue %s as producer %s: %w", q.name, producer, err)
+		}
+		return len(rows) - skip, nil
+	}
+}
+
+// Row is a row read from a queue.
+type Row struct {
+	Partition int
+	Index     uint64
+	Timestamp store.Timestamp
+	Row       weir.Row
+}
+
+// Columns returns the row's columns plus $tablet_index, $row_index and
+// $timestamp.
+func (r Row) Columns() weir.Row {
+	out := make(weir.Row, len(r.Row)+3)
+	for k, v := range r.Row {
+		out[k] = v
+	}
+	out[ColTabletIndex] = int64(r.Partition)
+	out[ColRowIndex] = int64(r.Index)
+	out[ColTimestamp] = uint64(r.Timestamp)
+	return out
+}
+
+// Read returns up to limit rows of partition p starting at row index from
+// (limit 0: no limit).
+func (q *Queue) Read(ctx context.Context, p int, from uint64, limit int) ([]Row, error) {
+	if err := q.checkPartition(p); err != nil {
+		return nil, err
+	}
+	prefix := q.rowPrefix(p)
+	lo := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), from)
+	hi := append(append([]byte(nil), prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+	var out []Row
+	var derr error
+	err := q.st.Scan(ctx, store.Range{Table: store.QueueRows, Lo: lo, Hi: hi, Limit: limit}, func(k, v []byte) bool {
+		r, err := decodeRow(p, k[len(prefix):], v)
+		if err != nil {
+			derr = fmt.Errorf("queue %s partition %d: %w", q.name, p, err)
+			return false
+		}
+		out = append(out, r)
+		return true
+	})
+	if err == nil {
+		err = derr
+	}
+	return out, err
+}
+
+// Len returns the number of rows of partition p (its next row index).
+func (q *Queue) Len(ctx context.Context, p int) (uint64, error) {
+	if err := q.checkPartition(p); err != nil {
+		return 0, err
+	}
+	prefix := q.rowPrefix(p)
+	hi := append(append([]byte(nil), prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+	var n uint64
+	err := q.st.Scan(ctx, store.Range{Table: store.QueueRows, Lo: prefix, Hi: hi, Reverse: true, Limit: 1}, func(k, v []byte) bool {
+		if len(k) == len(prefix)+8 {
+			n = binary.BigEndian.Uint64(k[len(prefix):]) + 1
+		}
+		return false
+	})
+	return n, err
+}
+
+func decodeRow(p int, idx, v []byte) (Row, error) {
+	if len(idx) != 8 || len(v) < 8 {
+		return Row{}, errors.New("malformed queue row")
+	}
+	row, _, err := codec.DecodeRow(v[8:])
+	if err != nil {
+		return Row{}, err
+	}
+	return Row{Partition: p, Index: binary.BigEndian.Uint64(idx), Timestamp: store.Timestamp(binary.BigEndian.Uint64(v[:8])), Row: row}, nil
+}
+
+const metaVersion = 1
+
+func encodeMeta(n int) []byte {
+	return binary.BigEndian.AppendUint32([]byte{metaVersion}, uint32(n))
+}
+
+func decodeMeta(v []byte) (int, error) {
+	if len(v) != 5 || v[0] != metaVersion {
+		return 0, errors.New("unknown queue metadata format")
+	}
+	return int(binary.BigEndian.Uint32(v[1:])), nil
+}
+
+// PartitionOf spreads a row over n partitions: by the hash of its key
+// column when present, else by fallback (for example a message id), so the
+// same row always lands in the same partition.
+func PartitionOf(row weir.Row, keyColumn string, n int, fallback []byte) int {
+	var h uint64
+	if v, ok := row[keyColumn]; ok && v != nil {
+		k, err := codec.AppendKey(nil, v)
+		if err == nil {
+			h = codec.Hash64(k)
+		} else {
+			h = codec.Hash64(fallback)
+		}
+	} else {
+		h = codec.Hash64(fallback)
+	}
+	return int(h % uint64(n))
+}

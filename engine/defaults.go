@@ -1,0 +1,30 @@
+package engine
+
+import (
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/builtin"
+	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/connector/httpsink"
+	"github.com/weir-stream/weir/connector/queue"
+)
+
+// DefaultClasses returns a registry with the built-in computation classes
+// (Counter, Tokenize, Passthrough, SwiftPassthrough).
+func DefaultClasses() *weir.Registry {
+	r := weir.NewRegistry()
+	if err := builtin.Register(r); err != nil {
+		panic(err) // the built-in names are distinct: a programming error
+	}
+	return r
+}
+
+// DefaultConnectors returns a registry with every connector weir ships.
+func DefaultConnectors() *connector.Registry {
+	r := connector.NewRegistry()
+	for _, reg := range []func(*connector.Registry) error{queue.Register, httpsink.Register} {
+		if err := reg(r); err != nil {
+			panic(err)
+		}
+	}
+	return r
+}

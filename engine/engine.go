@@ -1,0 +1,116 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/controller"
+	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/spec"
+	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/transport"
+)
+
+// Config configures an embedded engine.
+type Config struct {
+	Spec       *spec.Pipeline
+	Store      store.Store
+	Classes    *weir.Registry
+	Connectors *connector.Registry
+	// Logf receives the engine's log lines (nil: discard).
+	Logf  func(format string, args ...any)
+	Hooks runtime.Hooks
+	// BufferBytes bounds each partition's transport buffer (0: default).
+	BufferBytes int
+}
+
+// Engine is a pipeline running in this process.
+type Engine struct {
+	cfg     Config
+	plan    *runtime.Plan
+	hub     *transport.Hub
+	board   *runtime.Board
+	ctl     *controller.Controller
+	workers []*controller.Worker
+	started time.Time
+}
+
+// New validates the spec and builds the engine; Run starts it.
+func New(ctx context.Context, cfg Config) (*Engine, error) {
+	if cfg.Spec == nil || cfg.Store == nil || cfg.Classes == nil || cfg.Connectors == nil {
+		return nil, errors.New("engine: config lacks spec, store, classes or connectors")
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	plan, err := BuildPlan(ctx, cfg.Spec, cfg.Classes, cfg.Connectors, cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	d := cfg.Spec.Dynamic
+	e := &Engine{cfg: cfg, plan: plan, hub: transport.NewHub(cfg.BufferBytes), board: runtime.NewBoard()}
+	n := d.WorkerCount
+	if n <= 0 {
+		n = 1
+	}
+	for i := 0; i < n; i++ {
+		e.workers = append(e.workers, controller.NewWorker(fmt.Sprintf("worker-%d", i), cfg.Store))
+	}
+	e.ctl, err = controller.New(controller.Config{
+		Plan: plan, Store: cfg.Store, Hub: e.hub, Board: e.board, Workers: e.workers,
+		LeaseTimeout: d.LeaseTimeout.Std(), LeasePingPeriod: d.LeasePingPeriod.Std(),
+		LostWorkerTimeout: d.LostJobTimeout.Std(), SchedulerPeriod: d.SchedulerPeriod.Std(),
+		Hooks: cfg.Hooks, Rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), Logf: cfg.Logf,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := e.ctl.Load(ctx); err != nil {
+		return nil, err
+	}
+	switch d.TargetState {
+	case spec.StateStopped:
+		err = e.ctl.SetTarget(controller.Stopped)
+	case spec.StatePaused:
+		err = e.ctl.SetTarget(controller.Paused)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Controller returns the engine's controller (to change the target state).
+func (e *Engine) Controller() *controller.Controller { return e.ctl }
+
+// Plan returns the runtime plan.
+func (e *Engine) Plan() *runtime.Plan { return e.plan }
+
+// Board returns the job status board.
+func (e *Engine) Board() *runtime.Board { return e.board }
+
+// Run runs the pipeline until it completes, is stopped (a drain requested
+// with the controller's SetTarget(Stopped)) or ctx ends. Workers heartbeat
+// while it runs; every job is stopped when it returns.
+func (e *Engine) Run(ctx context.Context) (controller.State, error) {
+	e.started = time.Now()
+	hbCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	period := e.cfg.Spec.Dynamic.LostJobTimeout.Std() / 4
+	if period <= 0 {
+		period = 250 * time.Millisecond
+	}
+	for _, w := range e.workers {
+		go w.RunHeartbeats(hbCtx, period)
+	}
+	state, err := e.ctl.Run(ctx)
+	for _, w := range e.workers {
+		w.Restart() // stop every job of this run
+	}
+	return state, err
+}

@@ -1,0 +1,153 @@
+// Package engine runs a pipeline embedded in one process: it turns a spec
+// into a runtime plan (resolving computation classes and connector classes),
+// and wires the store, the in-process transport, the controller and its
+// workers.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/spec"
+	"github.com/weir-stream/weir/store"
+)
+
+// Resolver maps a class name to its spec kind, for spec validation.
+func Resolver(classes *weir.Registry) func(string) (spec.Kind, bool) {
+	return func(name string) (spec.Kind, bool) {
+		c, ok := classes.Lookup(name)
+		if !ok {
+			return 0, false
+		}
+		if c.Kind == weir.KindSwiftMap {
+			return spec.KindSwiftMap, true
+		}
+		return spec.KindTransform, true
+	}
+}
+
+// BuildPlan validates p against the registered classes and connectors and
+// builds the runtime plan. Every error names the spec path to fix.
+func BuildPlan(ctx context.Context, p *spec.Pipeline, classes *weir.Registry, conns *connector.Registry, st store.Store) (*runtime.Plan, error) {
+	if err := p.Validate(Resolver(classes)); err != nil {
+		return nil, err
+	}
+	plan := &runtime.Plan{Computations: map[string]*runtime.CompPlan{}}
+	var errs []error
+	names := make([]string, 0, len(p.Computations))
+	for n := range p.Computations {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		c := p.Computations[name]
+		path := "computations." + name
+		code, _ := classes.Lookup(c.ComputationClassName)
+		cp := &runtime.CompPlan{
+			Name:          name,
+			Code:          code,
+			GroupBy:       c.KeyColumns(),
+			Partitions:    c.PartitionCount,
+			CompactDedup:  c.CompactDedup(),
+			AllowBatching: c.AllowBatchingWithRelaxedGuarantees,
+			Inputs:        c.InputStreamIDs,
+			Outputs:       c.OutputStreamIDs,
+			Timers:        map[string]runtime.TimerPlan{},
+			Batch: runtime.BatchPlan{
+				MaxRows:      c.MaxRowsPerBatch,
+				MaxBytes:     int(c.MaxBytesPerBatch),
+				Duration:     c.BatchDuration.Std(),
+				EmptyBackoff: c.EmptyBatchBackoff.Std(),
+			},
+			LeaseCheckPeriod:      c.LeaseCheckPeriod.Std(),
+			OutputStoreCountLimit: int(c.OutputStoreCountLimit),
+			OutputStoreBytesLimit: int(c.OutputStoreByteSizeLimit),
+		}
+		if cp.LeaseCheckPeriod == 0 {
+			cp.LeaseCheckPeriod = p.Dynamic.LeaseCheckPeriod.Std()
+		}
+		if c.ProcessingMode == spec.AtLeastOnceConsistent {
+			cp.Mode = runtime.AtLeastOnceConsistent
+		}
+		for id, ts := range c.TimerStreams {
+			cp.Timers[id] = runtime.TimerPlan{SystemTime: ts.TimeType == spec.SystemTime}
+		}
+		if ws := c.WatermarkStrategy; ws != nil {
+			cp.Watermark = runtime.WatermarkPlan{
+				OutOfOrdernessBound: ws.OutOfOrdernessBound.Std(),
+				IdleTimeout:         ws.IdlePartitionTimeout.Std(),
+				EventColumn:         ws.EventTimestampColumn,
+			}
+		}
+		for id, src := range c.SourceStreams {
+			f, ok := conns.Source(src.SourceClassName)
+			if !ok {
+				errs = append(errs, fmt.Errorf("%s.source_streams.%s.source_class_name: unknown source class %q (known: %v)", path, id, src.SourceClassName, conns.SourceClasses()))
+				continue
+			}
+			s, err := f(connector.SourceParams{SourceID: id, Path: path + ".source_streams." + id, Parameters: src.Parameters, Store: st})
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			cp.Source, cp.SourceStream = s, id
+		}
+		sinkIDs := make([]string, 0, len(c.Sinks))
+		for id := range c.Sinks {
+			sinkIDs = append(sinkIDs, id)
+		}
+		sort.Strings(sinkIDs)
+		for _, id := range sinkIDs {
+			sk := c.Sinks[id]
+			sp := path + ".sinks." + id
+			f, ok := conns.Sink(sk.SinkClassName)
+			if !ok {
+				errs = append(errs, fmt.Errorf("%s.sink_class_name: unknown sink class %q (known: %v)", sp, sk.SinkClassName, conns.SinkClasses()))
+				continue
+			}
+			if len(sk.InputStreamIDs) != 1 {
+				errs = append(errs, fmt.Errorf("%s.input_stream_ids: a sink reads exactly one stream, got %d", sp, len(sk.InputStreamIDs)))
+				continue
+			}
+			params := connector.SinkParams{SinkID: id, Path: sp, Parameters: sk.Parameters, Store: st}
+			if a := sk.AtMostOnceStrategy; a != nil {
+				params.AtMostOnce = &connector.AtMostOnceStrategy{
+					Enabled: a.Enabled, TotalQueueBytesLimit: a.TotalQueueBytesLimit,
+					SuspendDestructionDuration: a.SuspendDestructionDuration.Std(),
+				}
+			}
+			// Build one instance now so that bad parameters fail at start,
+			// not in the first job.
+			probe, err := f(params)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			_ = probe.Close()
+			cp.Sinks = append(cp.Sinks, runtime.SinkPlan{ID: id, InputStream: sk.InputStreamIDs[0],
+				New: func() (connector.Sink, error) { return f(params) }})
+		}
+		plan.Computations[name] = cp
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if err := plan.Validate(); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
+// durationOr returns d if positive, else def.
+func durationOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
