@@ -73,11 +73,18 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := e.ctl.Load(ctx); err != nil {
 		return nil, err
 	}
+	// The spec's target state wins over the persisted one: running a spec
+	// whose target is working (the default) resumes a pipeline that an
+	// earlier run stopped or paused. A completed pipeline stays completed.
 	switch d.TargetState {
 	case spec.StateStopped:
 		err = e.ctl.SetTarget(controller.Stopped)
 	case spec.StatePaused:
 		err = e.ctl.SetTarget(controller.Paused)
+	default:
+		if s := e.ctl.State(); s != controller.Completed {
+			err = e.ctl.SetTarget(controller.Working)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -113,4 +120,28 @@ func (e *Engine) Run(ctx context.Context) (controller.State, error) {
 		w.Restart() // stop every job of this run
 	}
 	return state, err
+}
+
+// Status is a JSON-friendly snapshot of a running engine.
+type Status struct {
+	State        controller.State             `json:"state"`
+	Computations map[string]runtime.Counters  `json:"computations"`
+	Partitions   []controller.PartitionStatus `json:"partitions"`
+	Controller   controller.Stats             `json:"controller"`
+	Uptime       float64                      `json:"uptime_seconds"`
+}
+
+// Status returns a snapshot of the pipeline's state and counters.
+func (e *Engine) Status() Status {
+	up := 0.0
+	if !e.started.IsZero() {
+		up = time.Since(e.started).Seconds()
+	}
+	return Status{
+		State:        e.ctl.State(),
+		Computations: e.board.Counters(),
+		Partitions:   e.ctl.Partitions(),
+		Controller:   e.ctl.Stats(),
+		Uptime:       up,
+	}
 }

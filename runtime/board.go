@@ -64,6 +64,24 @@ type Control struct {
 	Draining bool
 }
 
+// Counters are cumulative per-computation counts of epoch work, summed over
+// all its jobs (restarts included: re-processed inputs count again).
+type Counters struct {
+	Epochs     uint64
+	Commits    uint64
+	Inputs     uint64 // fresh inputs processed
+	Duplicates uint64 // inputs found already processed and dropped
+	Outputs    uint64
+}
+
+func (c *Counters) add(d Counters) {
+	c.Epochs += d.Epochs
+	c.Commits += d.Commits
+	c.Inputs += d.Inputs
+	c.Duplicates += d.Duplicates
+	c.Outputs += d.Outputs
+}
+
 // Board is the in-process exchange between jobs and the controller: jobs
 // post statuses, the controller posts controls. A network deployment carries
 // the same data in worker heartbeats.
@@ -71,11 +89,46 @@ type Board struct {
 	mu       sync.Mutex
 	statuses map[transport.PartitionID]Status
 	controls map[string]Control
+	counters map[string]*Counters
 }
 
 // NewBoard returns an empty board.
 func NewBoard() *Board {
-	return &Board{statuses: map[transport.PartitionID]Status{}, controls: map[string]Control{}}
+	return &Board{statuses: map[transport.PartitionID]Status{}, controls: map[string]Control{}, counters: map[string]*Counters{}}
+}
+
+// AddCounters adds an epoch's counts to a computation's totals.
+func (b *Board) AddCounters(comp string, d Counters) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c, ok := b.counters[comp]
+	if !ok {
+		c = &Counters{}
+		b.counters[comp] = c
+	}
+	c.add(d)
+}
+
+// Counters returns a copy of every computation's totals.
+func (b *Board) Counters() map[string]Counters {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]Counters, len(b.counters))
+	for k, v := range b.counters {
+		out[k] = *v
+	}
+	return out
+}
+
+// Statuses returns a copy of every partition's last status.
+func (b *Board) Statuses() map[transport.PartitionID]Status {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[transport.PartitionID]Status, len(b.statuses))
+	for k, v := range b.statuses {
+		out[k] = v
+	}
+	return out
 }
 
 // Post records a job's status. A status from a job other than the one the

@@ -436,6 +436,8 @@ func (j *Job) Epoch(ctx context.Context) (EpochResult, error) {
 	}
 	j.acks.drain()
 	j.flushSwift()
+	j.cfg.Board.AddCounters(j.comp.Name, Counters{Epochs: 1, Commits: b2u(res.Committed),
+		Inputs: uint64(res.Inputs), Duplicates: uint64(res.Duplicates), Outputs: uint64(res.Outputs)})
 	if err := j.crash(CrashAfterAckBeforeErase); err != nil {
 		return res, err
 	}
@@ -897,3 +899,10 @@ func (j *Job) Run(ctx context.Context) error {
 
 // encodeOffset is the partition-state encoding of an offset.
 func encodeOffset(o connector.Offset) []byte { return codec.AppendUint64BE(nil, uint64(o)) }
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}

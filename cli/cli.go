@@ -1,0 +1,177 @@
+// Package cli is the weir command as a library: cmd/weir calls Main with
+// the built-in classes, and a user's own binary calls it with a registry
+// that also holds the user's computation classes:
+//
+//	func main() {
+//		classes := engine.DefaultClasses()
+//		classes.MustRegister("Enrich", weir.Transform(enrich))
+//		os.Exit(cli.Main(os.Args[1:], cli.Options{Classes: classes}))
+//	}
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/engine"
+)
+
+// Options customize the command.
+type Options struct {
+	// Classes are the computation classes specs may name (default: the
+	// built-in ones).
+	Classes *weir.Registry
+	// Connectors are the source and sink classes (default: all of weir's).
+	Connectors *connector.Registry
+	Stdin      io.Reader
+	Stdout     io.Writer
+	Stderr     io.Writer
+}
+
+func (o *Options) defaults() {
+	if o.Classes == nil {
+		o.Classes = engine.DefaultClasses()
+	}
+	if o.Connectors == nil {
+		o.Connectors = engine.DefaultConnectors()
+	}
+	if o.Stdin == nil {
+		o.Stdin = os.Stdin
+	}
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+}
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(o *Options, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"demo", "run a self-checking exactly-once demo on generated events", runDemo},
+		{"run", "run a pipeline spec on the embedded store", runRun},
+		{"queue", "create, write, read and list queues", runQueue},
+		{"pipeline", "status, stop, pause or start a running pipeline", runPipeline},
+		{"version", "print the version", func(o *Options, _ []string) error {
+			fmt.Fprintln(o.Stdout, "weir", Version)
+			return nil
+		}},
+	}
+}
+
+// Version is the weir version.
+var Version = "0.1.0-dev"
+
+// errUsage marks an error already explained by a usage message.
+var errUsage = errors.New("usage")
+
+// Main runs the command with args (without the program name) and returns
+// the process exit code: 0 success, 1 failure, 2 usage error.
+func Main(args []string, o Options) int {
+	o.defaults()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(o.Stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			err := c.run(&o, args[1:])
+			switch {
+			case err == nil:
+				return 0
+			case errors.Is(err, flag.ErrHelp):
+				return 0
+			case errors.Is(err, errUsage):
+				return 2
+			default:
+				fmt.Fprintln(o.Stderr, "weir "+c.name+":", err)
+				return 1
+			}
+		}
+	}
+	fmt.Fprintf(o.Stderr, "weir: unknown command %q\n\n", args[0])
+	usage(o.Stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "weir — an exactly-once stream-processing engine")
+	fmt.Fprintln(w, "\nUsage: weir <command> [flags]\n\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'weir <command> --help' for a command's flags.")
+}
+
+// newFlags returns a flag set that prints a usage text with an example.
+func newFlags(o *Options, name, args, about string) *flag.FlagSet {
+	fs := flag.NewFlagSet("weir "+name, flag.ContinueOnError)
+	fs.SetOutput(o.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(o.Stderr, "Usage: weir %s %s\n\n%s\n\nFlags:\n", name, args, about)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags that may appear before or after positional
+// arguments, and returns the positional ones.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, errUsage
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// usageErr prints msg and the flag usage, and returns errUsage.
+func usageErr(fs *flag.FlagSet, format string, a ...any) error {
+	fmt.Fprintf(fs.Output(), "%s: %s\n\n", fs.Name(), fmt.Sprintf(format, a...))
+	fs.Usage()
+	return errUsage
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+var _ = strings.TrimSpace

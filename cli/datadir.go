@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/connector/queue"
+	"github.com/weir-stream/weir/internal/codec"
+	"github.com/weir-stream/weir/store"
+	pstore "github.com/weir-stream/weir/store/pebble"
+)
+
+// A data directory holds one pipeline's store and, while `weir run` runs,
+// the address of its admin API:
+//
+//	DIR/store       the Pebble store (tables, queues, leases' ids, …)
+//	DIR/admin.addr  host:port of the loopback admin API of the running weir
+const (
+	storeSubdir   = "store"
+	adminAddrFile = "admin.addr"
+)
+
+// openStore opens DIR's store, creating DIR if needed. If a running weir
+// holds it, the error says so.
+func openStore(dir string) (store.Store, error) {
+	if dir == "" {
+		return nil, errors.New("no data directory: pass --data DIR")
+	}
+	if err := os.MkdirAll(filepath.Join(dir, storeSubdir), 0o755); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	st, err := pstore.Open(filepath.Join(dir, storeSubdir), pstore.Options{})
+	if err != nil {
+		if addr, ok := runningAdmin(dir); ok {
+			return nil, fmt.Errorf("the data directory %s is in use by a running weir (admin API at http://%s): %w", dir, addr, err)
+		}
+		return nil, fmt.Errorf("open the store in %s: %w", dir, err)
+	}
+	return st, nil
+}
+
+// runningAdmin returns the admin address of a weir running on dir, if one
+// answers.
+func runningAdmin(dir string) (string, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, adminAddrFile))
+	if err != nil {
+		return "", false
+	}
+	addr := strings.TrimSpace(string(b))
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + addr + "/status")
+	if err != nil {
+		return "", false
+	}
+	resp.Body.Close()
+	return addr, resp.StatusCode == http.StatusOK
+}
+
+// writeRows reads JSON objects, one per line, and writes them to q in one
+// commit. partition < 0 spreads rows by the hash of their "key" column
+// (round-robin by line when absent). A malformed line rejects the whole
+// write, naming the line.
+func writeRows(ctx context.Context, q *queue.Queue, r io.Reader, partition int) (int, error) {
+	var rows []weir.Row
+	var parts []int
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" {
+			continue
+		}
+		row, err := codec.RowFromJSON([]byte(text))
+		if err != nil {
+			return 0, fmt.Errorf("line %d: %w; nothing was written", line, err)
+		}
+		p := partition
+		if p < 0 {
+			p = queue.PartitionOf(row, "key", q.Partitions(), []byte(fmt.Sprint(line)))
+		}
+		if p >= q.Partitions() {
+			return 0, fmt.Errorf("partition %d out of range: queue %s has %d partitions; nothing was written", p, q.Name(), q.Partitions())
+		}
+		rows = append(rows, row)
+		parts = append(parts, p)
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("line %d: %w; nothing was written", line+1, err)
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	if err := q.Write(ctx, rows, parts); err != nil {
+		return 0, fmt.Errorf("%w; nothing was written", err)
+	}
+	return len(rows), nil
+}
+
+// readRows writes rows of q as JSON lines: one partition (partition >= 0)
+// from offset, or every partition in turn; at most limit rows (0: all).
+func readRows(ctx context.Context, q *queue.Queue, w io.Writer, partition int, offset uint64, limit int) (int, error) {
+	bw := bufio.NewWriter(w)
+	defer bw.Flush()
+	parts := []int{partition}
+	if partition < 0 {
+		parts = parts[:0]
+		for p := 0; p < q.Partitions(); p++ {
+			parts = append(parts, p)
+		}
+	}
+	n := 0
+	for _, p := range parts {
+		left := 0
+		if limit > 0 {
+			left = limit - n
+			if left <= 0 {
+				break
+			}
+		}
+		rows, err := q.Read(ctx, p, offset, left)
+		if err != nil {
+			return n, err
+		}
+		for _, r := range rows {
+			b, err := codec.AppendRowJSON(nil, r.Columns())
+			if err != nil {
+				return n, err
+			}
+			bw.Write(b)
+			bw.WriteByte('\n')
+			n++
+		}
+	}
+	return n, nil
+}

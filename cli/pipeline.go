@@ -1,0 +1,42 @@
+package cli
+
+import (
+	"fmt"
+	"net/http"
+)
+
+func runPipeline(o *Options, args []string) error {
+	actions := map[string]bool{"status": true, "stop": true, "pause": true, "start": true}
+	if len(args) == 0 || !actions[args[0]] {
+		fmt.Fprintln(o.Stderr, `Usage: weir pipeline <status|stop|pause|start> --data DIR
+
+  status  print the running pipeline's state, counters and partitions (JSON)
+  stop    drain: sources stop reading, everything in flight is delivered,
+          then the pipeline is stopped and 'weir run' exits
+  pause   stop every job at once (in-flight data stays for the next start)
+  start   resume a stopped or paused pipeline
+
+They talk to the admin API of the 'weir run' that holds DIR.`)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			return nil
+		}
+		return errUsage
+	}
+	action := args[0]
+	fs := newFlags(o, "pipeline "+action, "--data DIR", "See 'weir pipeline --help'.")
+	dir := fs.String("data", "", "data directory of the running pipeline (required)")
+	if _, err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return usageErr(fs, "need --data DIR")
+	}
+	addr, ok := runningAdmin(*dir)
+	if !ok {
+		return fmt.Errorf("no weir is running on %s (start one with: weir run --data %s --spec FILE)", *dir, *dir)
+	}
+	if action == "status" {
+		return adminCall(http.MethodGet, addr, "/status", nil, o.Stdout)
+	}
+	return adminCall(http.MethodPost, addr, "/pipeline/"+action, nil, o.Stdout)
+}

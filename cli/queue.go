@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/weir-stream/weir/connector/queue"
+	"github.com/weir-stream/weir/store"
+)
+
+func runQueue(o *Options, args []string) error {
+	subs := map[string]func(*Options, []string) error{
+		"create": queueCreate, "write": queueWrite, "read": queueRead, "list": queueList,
+	}
+	if len(args) == 0 || subs[args[0]] == nil {
+		fmt.Fprintln(o.Stderr, `Usage: weir queue <create|write|read|list> [flags]
+
+  create --data DIR --partitions N NAME   create a queue with N partitions
+  write  --data DIR [--partition P] NAME  write JSON objects (one per line) from stdin
+  read   --data DIR [--partition P] [--offset O] [--limit L] NAME
+                                          print rows as JSON lines
+  list   --data DIR                       list queues
+
+The commands open DIR's store directly, or go through the admin API of a
+weir run that holds it.`)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			return nil
+		}
+		return errUsage
+	}
+	return subs[args[0]](o, args[1:])
+}
+
+// withQueueStore runs fn on DIR's store, or returns remote=true with the
+// admin address if a running weir holds it.
+func withStore(dir string, fn func(st store.Store) error) (remote string, err error) {
+	if addr, ok := runningAdmin(dir); ok {
+		return addr, nil
+	}
+	st, err := openStore(dir)
+	if err != nil {
+		return "", err
+	}
+	defer st.Close()
+	return "", fn(st)
+}
+
+func queueCreate(o *Options, args []string) error {
+	fs := newFlags(o, "queue create", "--data DIR --partitions N NAME", "Creates a queue with N partitions in DIR's store.")
+	dir := fs.String("data", "", "data directory (required)")
+	n := fs.Int("partitions", 1, "number of partitions")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || *dir == "" {
+		return usageErr(fs, "need --data DIR and exactly one queue NAME")
+	}
+	ctx := context.Background()
+	remote, err := withStore(*dir, func(st store.Store) error {
+		_, err := queue.Create(ctx, st, pos[0], *n)
+		return err
+	})
+	if remote != "" {
+		err = adminCall(http.MethodPost, remote, "/queues/"+url.PathEscape(pos[0])+"?partitions="+strconv.Itoa(*n), nil, io.Discard)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Stdout, "created queue %s with %s\n", pos[0], plural(*n, "partition", "partitions"))
+	return nil
+}
+
+func queueWrite(o *Options, args []string) error {
+	fs := newFlags(o, "queue write", "--data DIR [--partition P] NAME < rows.jsonl",
+		"Writes JSON objects, one per line, from stdin to the queue, all in one commit.\n"+
+			"Without --partition, rows are spread by a hash of their \"key\" column when\npresent (round-robin otherwise). A malformed line rejects the whole write.")
+	dir := fs.String("data", "", "data directory (required)")
+	part := fs.Int("partition", -1, "write every row to this partition")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || *dir == "" {
+		return usageErr(fs, "need --data DIR and exactly one queue NAME")
+	}
+	ctx := context.Background()
+	var n int
+	remote, err := withStore(*dir, func(st store.Store) error {
+		q, err := queue.Open(ctx, st, pos[0])
+		if err != nil {
+			return err
+		}
+		n, err = writeRows(ctx, q, o.Stdin, *part)
+		return err
+	})
+	if remote != "" {
+		var resp struct{ Written int }
+		var sb strings.Builder
+		err = adminCall(http.MethodPost, remote, "/queues/"+url.PathEscape(pos[0])+"/rows?partition="+strconv.Itoa(*part), o.Stdin, &sb)
+		if err == nil {
+			err = json.Unmarshal([]byte(sb.String()), &resp)
+			n = resp.Written
+		}
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Stdout, "wrote %s to %s\n", plural(n, "row", "rows"), pos[0])
+	return nil
+}
+
+func queueRead(o *Options, args []string) error {
+	fs := newFlags(o, "queue read", "--data DIR [--partition P] [--offset O] [--limit L] NAME",
+		"Prints rows as JSON lines: the row's columns plus $tablet_index, $row_index\nand $timestamp. Without --partition, every partition in turn.")
+	dir := fs.String("data", "", "data directory (required)")
+	part := fs.Int("partition", -1, "read only this partition")
+	off := fs.Uint64("offset", 0, "first row index to read (per partition)")
+	limit := fs.Int("limit", 0, "at most this many rows (0: all)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || *dir == "" {
+		return usageErr(fs, "need --data DIR and exactly one queue NAME")
+	}
+	ctx := context.Background()
+	remote, err := withStore(*dir, func(st store.Store) error {
+		q, err := queue.Open(ctx, st, pos[0])
+		if err != nil {
+			return err
+		}
+		_, err = readRows(ctx, q, o.Stdout, *part, *off, *limit)
+		return err
+	})
+	if remote != "" {
+		q := fmt.Sprintf("/queues/%s/rows?partition=%d&offset=%d&limit=%d", url.PathEscape(pos[0]), *part, *off, *limit)
+		err = adminCall(http.MethodGet, remote, q, nil, o.Stdout)
+	}
+	return err
+}
+
+func queueList(o *Options, args []string) error {
+	fs := newFlags(o, "queue list", "--data DIR", "Lists the queues with their partition counts and row counts.")
+	dir := fs.String("data", "", "data directory (required)")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return usageErr(fs, "need --data DIR")
+	}
+	ctx := context.Background()
+	remote, err := withStore(*dir, func(st store.Store) error {
+		return listQueues(ctx, st, o.Stdout)
+	})
+	if remote != "" {
+		err = adminCall(http.MethodGet, remote, "/queues", nil, o.Stdout)
+	}
+	return err
+}
+
+func listQueues(ctx context.Context, st store.Store, w io.Writer) error {
+	all, err := queue.List(ctx, st)
+	if err != nil {
+		return err
+	}
+	for _, name := range sortedNames(all) {
+		q, err := queue.Open(ctx, st, name)
+		if err != nil {
+			return err
+		}
+		var rows uint64
+		for p := 0; p < q.Partitions(); p++ {
+			n, err := q.Len(ctx, p)
+			if err != nil {
+				return err
+			}
+			rows += n
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d rows\n", name, plural(q.Partitions(), "partition", "partitions"), rows)
+	}
+	return nil
+}
+
+// adminCall calls the admin API of a running weir and copies the response
+// body to out; a non-2xx answer is an error with the body's text.
+func adminCall(method, addr, path string, body io.Reader, out io.Writer) error {
+	req, err := http.NewRequest(method, "http://"+addr+path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("admin API of the running weir at %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("%s", strings.TrimSpace(string(b)))
+	}
+	_, err = io.Copy(out, resp.Body)
+	return err
+}

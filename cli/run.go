@@ -1,0 +1,314 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/weir-stream/weir/connector/queue"
+	"github.com/weir-stream/weir/controller"
+	"github.com/weir-stream/weir/engine"
+	"github.com/weir-stream/weir/spec"
+	"github.com/weir-stream/weir/store"
+	pstore "github.com/weir-stream/weir/store/pebble"
+)
+
+func runRun(o *Options, args []string) error {
+	fs := newFlags(o, "run", "--data DIR --spec FILE",
+		"Runs the pipeline of FILE (YSON or YAML) on DIR's embedded store until it\n"+
+			"completes (all sources finite and processed) or is stopped. SIGTERM or\n"+
+			"SIGINT drains and stops cleanly (a second one stops at once); after a\n"+
+			"SIGKILL, the same command resumes with nothing lost or duplicated.\n"+
+			"While it runs, a loopback admin API serves /status and /metrics, and\n"+
+			"'weir pipeline' and 'weir queue' commands work through it.")
+	dir := fs.String("data", "", "data directory (required; created if missing)")
+	specPath := fs.String("spec", "", "pipeline spec file, .yson or .yaml (required)")
+	admin := fs.String("admin", "127.0.0.1:0", "admin API listen address (loopback)")
+	progress := fs.Duration("progress", 2*time.Second, "progress line period on stderr (0: off)")
+	verbose := fs.Bool("v", false, "log job restarts and controller events")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	if *dir == "" || *specPath == "" {
+		return usageErr(fs, "need --data DIR and --spec FILE")
+	}
+	b, err := os.ReadFile(*specPath)
+	if err != nil {
+		return fmt.Errorf("read spec: %w", err)
+	}
+	p, err := spec.Parse(b, *specPath)
+	if err != nil {
+		return fmt.Errorf("spec %s:\n%w", *specPath, err)
+	}
+	st, err := openStore(*dir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	logger := log.New(o.Stderr, "weir: ", log.LstdFlags|log.Lmicroseconds)
+	logf := func(string, ...any) {}
+	if *verbose {
+		logf = logger.Printf
+	}
+	r, err := startRunner(context.Background(), o, *dir, p, st, *admin, logf)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	logger.Printf("running %s on %s; admin API at http://%s", *specPath, *dir, r.addr)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	go func() {
+		<-sigs
+		logger.Printf("signal received: draining (send it again to stop at once)")
+		if err := r.eng.Controller().SetTarget(controller.Stopped); err != nil {
+			logger.Printf("%v", err)
+		}
+		<-sigs
+		logger.Printf("second signal: stopping now")
+		cancel()
+	}()
+	if *progress > 0 {
+		go r.progressLoop(ctx, o.Stderr, *progress)
+	}
+	state, err := r.eng.Run(ctx)
+	s := r.eng.Status()
+	logger.Printf("pipeline %s after %.1fs: %s", state, s.Uptime, summarize(s))
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	if state != controller.Completed && state != controller.Stopped {
+		return fmt.Errorf("pipeline ended in state %s", state)
+	}
+	return nil
+}
+
+// runner is a running pipeline with its admin API.
+type runner struct {
+	dir   string
+	st    store.Store
+	spec  *spec.Pipeline
+	eng   *engine.Engine
+	addr  string
+	srv   *http.Server
+	mu    sync.Mutex
+	last  map[string]uint64
+	lastT time.Time
+}
+
+func startRunner(ctx context.Context, o *Options, dir string, p *spec.Pipeline, st store.Store, admin string, logf func(string, ...any)) (*runner, error) {
+	queue.OpenStore = func(other string) (store.Store, error) {
+		return pstore.Open(filepath.Join(other, storeSubdir), pstore.Options{})
+	}
+	eng, err := engine.New(ctx, engine.Config{Spec: p, Store: st, Classes: o.Classes, Connectors: o.Connectors, Logf: logf})
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{dir: dir, st: st, spec: p, eng: eng}
+	ln, err := net.Listen("tcp", admin)
+	if err != nil {
+		return nil, fmt.Errorf("admin API: %w", err)
+	}
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+		ln.Close()
+		return nil, fmt.Errorf("admin API address %s is not loopback; the admin API has no authentication", admin)
+	}
+	r.addr = ln.Addr().String()
+	r.srv = &http.Server{Handler: r.handler(), ReadHeaderTimeout: 10 * time.Second}
+	go r.srv.Serve(ln)
+	tmp := filepath.Join(dir, adminAddrFile+".tmp")
+	if err := os.WriteFile(tmp, []byte(r.addr+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, adminAddrFile)); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *runner) close() {
+	os.Remove(filepath.Join(r.dir, adminAddrFile))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	r.srv.Shutdown(ctx)
+	queue.CloseSharedStores()
+}
+
+func (r *runner) handler() http.Handler {
+	mux := http.NewServeMux()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(r.eng.Collector())
+	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{reg, prometheus.DefaultGatherer}, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(r.eng.Status())
+	})
+	mux.HandleFunc("POST /pipeline/{action}", func(w http.ResponseWriter, req *http.Request) {
+		target := map[string]controller.State{"stop": controller.Stopped, "pause": controller.Paused, "start": controller.Working}[req.PathValue("action")]
+		if target == "" {
+			http.Error(w, "unknown action "+req.PathValue("action")+" (want stop, pause or start)", http.StatusNotFound)
+			return
+		}
+		if err := r.eng.Controller().SetTarget(target); err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		fmt.Fprintf(w, "target state %s (current %s)\n", target, r.eng.Controller().State())
+	})
+	mux.HandleFunc("GET /queues", func(w http.ResponseWriter, req *http.Request) {
+		if err := listQueues(req.Context(), r.st, w); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+	mux.HandleFunc("POST /queues/{name}", func(w http.ResponseWriter, req *http.Request) {
+		n, err := strconv.Atoi(req.URL.Query().Get("partitions"))
+		if err != nil {
+			http.Error(w, "partitions: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if _, err := queue.Create(req.Context(), r.st, req.PathValue("name"), n); err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+		}
+	})
+	mux.HandleFunc("POST /queues/{name}/rows", func(w http.ResponseWriter, req *http.Request) {
+		q, err := queue.Open(req.Context(), r.st, req.PathValue("name"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		part, _ := strconv.Atoi(req.URL.Query().Get("partition"))
+		if req.URL.Query().Get("partition") == "" {
+			part = -1
+		}
+		n, err := writeRows(req.Context(), q, req.Body, part)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]int{"Written": n})
+	})
+	mux.HandleFunc("GET /queues/{name}/rows", func(w http.ResponseWriter, req *http.Request) {
+		q, err := queue.Open(req.Context(), r.st, req.PathValue("name"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		v := req.URL.Query()
+		part, err1 := strconv.Atoi(v.Get("partition"))
+		off, err2 := strconv.ParseUint(v.Get("offset"), 10, 64)
+		limit, err3 := strconv.Atoi(v.Get("limit"))
+		if err := errors.Join(err1, err2, err3); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if _, err := readRows(req.Context(), q, w, part, off, limit); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+	return mux
+}
+
+// progressLoop prints one progress line per period: state, inputs/s per
+// computation, and the lag of queue sources.
+func (r *runner) progressLoop(ctx context.Context, w io.Writer, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fmt.Fprintln(w, r.progressLine(ctx))
+	}
+}
+
+func (r *runner) progressLine(ctx context.Context) string {
+	s := r.eng.Status()
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	line := fmt.Sprintf("[%6.1fs] %s", s.Uptime, s.State)
+	for _, name := range sortedNames(s.Computations) {
+		c := s.Computations[name]
+		rate := ""
+		if r.last != nil {
+			d := now.Sub(r.lastT).Seconds()
+			rate = fmt.Sprintf(" (%.0f/s)", float64(c.Inputs-r.last[name])/d)
+		}
+		line += fmt.Sprintf("  %s: %d in%s", name, c.Inputs, rate)
+	}
+	if r.last == nil {
+		r.last = map[string]uint64{}
+	}
+	for name, c := range s.Computations {
+		r.last[name] = c.Inputs
+	}
+	r.lastT = now
+	if lag, ok := queueLag(ctx, r.st, r.spec); ok {
+		line += fmt.Sprintf("  lag: %d", lag)
+	}
+	return line
+}
+
+// queueLag sums, over the spec's QueueSources, the rows not yet committed
+// by their consumers.
+func queueLag(ctx context.Context, st store.Store, p *spec.Pipeline) (int64, bool) {
+	var lag int64
+	found := false
+	for _, c := range p.Computations {
+		for _, src := range c.SourceStreams {
+			if src.SourceClassName != "QueueSource" {
+				continue
+			}
+			qp, _ := src.Parameters["queue_path"].(string)
+			cp, _ := src.Parameters["consumer_path"].(string)
+			q, err := queue.Open(ctx, st, qp)
+			if err != nil {
+				continue
+			}
+			offs, err := q.ConsumerOffsets(ctx, cp)
+			if err != nil {
+				continue
+			}
+			for part, off := range offs {
+				n, err := q.Len(ctx, part)
+				if err == nil {
+					lag += int64(n) - int64(off)
+					found = true
+				}
+			}
+		}
+	}
+	return lag, found
+}
+
+func summarize(s engine.Status) string {
+	out := ""
+	for _, name := range sortedNames(s.Computations) {
+		c := s.Computations[name]
+		out += fmt.Sprintf("%s %d in, %d duplicates dropped, %d out; ", name, c.Inputs, c.Duplicates, c.Outputs)
+	}
+	return out + fmt.Sprintf("%d jobs started, %d failed, %d lost", s.Controller.JobsStarted, s.Controller.JobsFailed, s.Controller.JobsLost)
+}

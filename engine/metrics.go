@@ -1,0 +1,48 @@
+package engine
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Collector exposes an engine's counters as Prometheus metrics:
+// weir_inputs_total, weir_duplicates_total, weir_outputs_total,
+// weir_epochs_total and weir_commits_total per computation, and the
+// controller's job and lease counters.
+func (e *Engine) Collector() prometheus.Collector { return (*collector)(e) }
+
+type collector Engine
+
+var (
+	descInputs     = prometheus.NewDesc("weir_inputs_total", "Inputs processed (fresh, after dedup), per computation.", []string{"computation"}, nil)
+	descDuplicates = prometheus.NewDesc("weir_duplicates_total", "Inputs found already processed and dropped by dedup.", []string{"computation"}, nil)
+	descOutputs    = prometheus.NewDesc("weir_outputs_total", "Outputs emitted by committed epochs.", []string{"computation"}, nil)
+	descEpochs     = prometheus.NewDesc("weir_epochs_total", "Epochs that did work.", []string{"computation"}, nil)
+	descCommits    = prometheus.NewDesc("weir_commits_total", "Epoch commits.", []string{"computation"}, nil)
+	descJobs       = prometheus.NewDesc("weir_jobs_total", "Jobs by event (started, failed, lost).", []string{"event"}, nil)
+	descLeases     = prometheus.NewDesc("weir_leases_total", "Leases by event (aborted, expired).", []string{"event"}, nil)
+	descState      = prometheus.NewDesc("weir_pipeline_state", "1 for the pipeline's current state.", []string{"state"}, nil)
+)
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descInputs, descDuplicates, descOutputs, descEpochs, descCommits, descJobs, descLeases, descState} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	e := (*Engine)(c)
+	for comp, v := range e.board.Counters() {
+		ch <- prometheus.MustNewConstMetric(descInputs, prometheus.CounterValue, float64(v.Inputs), comp)
+		ch <- prometheus.MustNewConstMetric(descDuplicates, prometheus.CounterValue, float64(v.Duplicates), comp)
+		ch <- prometheus.MustNewConstMetric(descOutputs, prometheus.CounterValue, float64(v.Outputs), comp)
+		ch <- prometheus.MustNewConstMetric(descEpochs, prometheus.CounterValue, float64(v.Epochs), comp)
+		ch <- prometheus.MustNewConstMetric(descCommits, prometheus.CounterValue, float64(v.Commits), comp)
+	}
+	s := e.ctl.Stats()
+	ch <- prometheus.MustNewConstMetric(descJobs, prometheus.CounterValue, float64(s.JobsStarted), "started")
+	ch <- prometheus.MustNewConstMetric(descJobs, prometheus.CounterValue, float64(s.JobsFailed), "failed")
+	ch <- prometheus.MustNewConstMetric(descJobs, prometheus.CounterValue, float64(s.JobsLost), "lost")
+	ch <- prometheus.MustNewConstMetric(descLeases, prometheus.CounterValue, float64(s.LeasesAborted), "aborted")
+	ch <- prometheus.MustNewConstMetric(descLeases, prometheus.CounterValue, float64(s.LeasesExpired), "expired")
+	ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, 1, string(e.ctl.State()))
+}
