@@ -66,6 +66,7 @@ func commands() []command {
 		{"run", "run a pipeline spec on the embedded store", runRun},
 		{"queue", "create, write, read and list queues", runQueue},
 		{"pipeline", "status, stop, pause or start a running pipeline", runPipeline},
+		{"bench", "measure throughput and latency by processing mode", runBench},
 		{"version", "print the version", func(o *Options, _ []string) error {
 			fmt.Fprintln(o.Stdout, "weir", Version)
 			return nil

@@ -29,8 +29,10 @@ import (
 	"github.com/weir-stream/weir/store"
 )
 
-// Offset is a position in one source partition. Offsets of a partition are
-// dense and increasing: the record after offset o has offset o+1.
+// Offset is a position in one source partition. Offsets of a partition
+// increase; gaps are allowed (Kafka transaction markers, compaction): a
+// Batch's Next may lie beyond its last record, and the skipped offsets count
+// as processed.
 type Offset uint64
 
 // Record is one record read from a source partition.

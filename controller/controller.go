@@ -669,6 +669,19 @@ func (c *Controller) Run(ctx context.Context) (State, error) {
 			if ctx.Err() != nil {
 				return c.State(), ctx.Err()
 			}
+			if errors.Is(err, store.ErrUnusable) || errors.Is(err, store.ErrClosed) {
+				// Nothing can progress on this store handle: stop every job
+				// and report it, so that the process can exit and a restart
+				// reopens the store (which recovers a consistent state).
+				c.mu.Lock()
+				for _, id := range c.order {
+					if p := c.partitions[id]; p.job != nil {
+						c.removeJob(ctx, p, nil)
+					}
+				}
+				c.mu.Unlock()
+				return c.State(), fmt.Errorf("controller: the store can no longer be used; restart to recover: %w", err)
+			}
 			c.cfg.Logf("controller: cycle: %v", err)
 		}
 		switch s := c.State(); s {

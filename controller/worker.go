@@ -76,6 +76,27 @@ func (w *Worker) Restart() {
 	}
 }
 
+// Shutdown stops every job of the worker and waits for them to exit (up to
+// 30 seconds: a job stuck in a broken store is abandoned).
+func (w *Worker) Shutdown() {
+	w.mu.Lock()
+	jobs := w.jobs
+	w.jobs = map[*JobHandle]struct{}{}
+	w.incarnation++
+	w.mu.Unlock()
+	deadline := time.After(30 * time.Second)
+	for h := range jobs {
+		h.Stop()
+	}
+	for h := range jobs {
+		select {
+		case <-h.done:
+		case <-deadline:
+			return
+		}
+	}
+}
+
 // RunHeartbeats heartbeats every period until ctx ends.
 func (w *Worker) RunHeartbeats(ctx context.Context, period time.Duration) {
 	t := time.NewTicker(period)

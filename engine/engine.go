@@ -103,7 +103,8 @@ func (e *Engine) Board() *runtime.Board { return e.board }
 
 // Run runs the pipeline until it completes, is stopped (a drain requested
 // with the controller's SetTarget(Stopped)) or ctx ends. Workers heartbeat
-// while it runs; every job is stopped when it returns.
+// while it runs; when it returns every job has stopped and the sources are
+// closed. An Engine runs once.
 func (e *Engine) Run(ctx context.Context) (controller.State, error) {
 	e.started = time.Now()
 	hbCtx, cancel := context.WithCancel(context.Background())
@@ -117,7 +118,16 @@ func (e *Engine) Run(ctx context.Context) (controller.State, error) {
 	}
 	state, err := e.ctl.Run(ctx)
 	for _, w := range e.workers {
-		w.Restart() // stop every job of this run
+		w.Shutdown() // stop every job of this run and wait for it
+	}
+	var errs []error
+	for _, name := range e.plan.Order() {
+		if src := e.plan.Computations[name].Source; src != nil {
+			errs = append(errs, src.Close())
+		}
+	}
+	if cerr := errors.Join(errs...); cerr != nil && err == nil {
+		err = fmt.Errorf("engine: close sources: %w", cerr)
 	}
 	return state, err
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/internal/codec"
+	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/store"
 )
 
@@ -40,8 +41,11 @@ func (s *inputStore) advance(stream string, wm store.Timestamp) {
 }
 
 // filter splits msgs into fresh ones and ones already processed. Duplicate
-// ids within msgs count as processed after their first occurrence.
-func (s *inputStore) filter(ctx context.Context, msgs []*weir.Message) (fresh, processed []*weir.Message, err error) {
+// ids within msgs count as processed after their first occurrence. Only
+// suspect messages (those that may have been delivered before, see
+// transport.Delivery) are looked up in the dedup table: a message delivered
+// for the first time cannot be in it.
+func (s *inputStore) filter(ctx context.Context, msgs []*weir.Message, suspect map[msgid.ID]bool) (fresh, processed []*weir.Message, err error) {
 	seen := make(map[string]bool, len(msgs))
 	for _, m := range msgs {
 		if seen[string(m.ID)] || m.SystemTimestamp < s.watermarks[m.Stream] {
@@ -49,7 +53,7 @@ func (s *inputStore) filter(ctx context.Context, msgs []*weir.Message) (fresh, p
 			continue
 		}
 		seen[string(m.ID)] = true
-		if s.checkState {
+		if s.checkState && suspect[m.ID] {
 			_, ok, err := s.st.Get(ctx, dedupTable(s.compact), dedupKey(s.compact, s.comp, m.Stream, m.SystemTimestamp, m.ID))
 			if err != nil {
 				return nil, nil, fmt.Errorf("dedup lookup of %s: %w", m.ID, err)

@@ -99,6 +99,10 @@ type Job struct {
 	pending []pendingOffer         // offers refused by full buffers
 
 	acks ackQueue
+	// suspect holds the ids of this epoch's inputs that may have been
+	// delivered before (see transport.Delivery): only they need a dedup
+	// lookup, and Swift outputs derived from them are suspect downstream.
+	suspect map[msgid.ID]bool
 
 	lastTS     store.Timestamp
 	eventWM    time.Time
@@ -117,9 +121,10 @@ type destination struct {
 }
 
 type pendingOffer struct {
-	msg  *weir.Message
-	dest transport.PartitionID
-	ack  transport.AckFunc
+	msg      *weir.Message
+	dest     transport.PartitionID
+	ack      transport.AckFunc
+	maybeDup bool
 }
 
 // ackQueue collects callbacks from other goroutines for the job's goroutine.
@@ -165,6 +170,7 @@ func NewJob(cfg Config) (*Job, error) {
 		st:      cfg.Store,
 		outputs: map[string]bool{},
 		routes:  map[string][]*CompPlan{},
+		suspect: map[msgid.ID]bool{},
 	}
 	for _, s := range c.Outputs {
 		j.outputs[s] = true
@@ -258,7 +264,9 @@ func (j *Job) Init(ctx context.Context) error {
 		for _, m := range msgs {
 			j.register(m, true)
 		}
-		j.distribute(msgs)
+		// Reloaded outputs may have reached their receivers in an earlier
+		// life of this partition: they must be deduplicated there.
+		j.distribute(msgs, func(*weir.Message) bool { return true })
 	}
 	j.report(false)
 	return nil
@@ -309,6 +317,7 @@ func (j *Job) Epoch(ctx context.Context) (EpochResult, error) {
 	var msgs []*weir.Message
 	var srcBatch *sourceBatch
 	var err error
+	clear(j.suspect)
 	if !blocked && !ctl.Draining {
 		if j.src != nil {
 			srcBatch, err = j.src.read(ctx, j.comp.Batch.MaxRows, j.comp.Batch.MaxBytes)
@@ -357,7 +366,7 @@ func (j *Job) Epoch(ctx context.Context) (EpochResult, error) {
 	}
 
 	// 5. Dedup. Inputs found already processed are acknowledged at once.
-	fresh, dups, err := j.inputs.filter(ctx, msgs)
+	fresh, dups, err := j.inputs.filter(ctx, msgs, j.suspect)
 	if err != nil {
 		return res, err
 	}
@@ -430,7 +439,7 @@ func (j *Job) Epoch(ctx context.Context) (EpochResult, error) {
 	for _, s := range j.sinks {
 		s.sink.Commit(ctx)
 	}
-	j.distribute(outs)
+	j.distribute(outs, j.outputSuspect(outs, lineage))
 	if j.recv != nil && !j.comp.Swift() {
 		j.recv.Ack(ids(fresh)...)
 	}
@@ -461,7 +470,11 @@ func (j *Job) sinksPending() bool {
 func (j *Job) fetchInputs() []*weir.Message {
 	raw := j.recv.Fetch(j.comp.Batch.MaxRows, j.comp.Batch.MaxBytes)
 	out := make([]*weir.Message, 0, len(raw))
-	for _, m := range raw {
+	for _, d := range raw {
+		m := d.Msg
+		if d.MaybeDuplicate {
+			j.suspect[m.ID] = true
+		}
 		cp := *m
 		k, err := j.comp.KeyOf(cp.Payload)
 		if err != nil {
@@ -693,16 +706,38 @@ func (j *Job) onDelivered(out *output, id msgid.ID, dest string) func(error) {
 	}
 }
 
-// distribute offers outputs to the downstream partitions that read them.
-func (j *Job) distribute(outs []*weir.Message) {
+// outputSuspect says which of this epoch's outputs may have been delivered
+// before: a Swift output recomputed from a suspect input (its id is
+// inherited, so an earlier life may have sent it). A Transform output has a
+// fresh id and has never been sent.
+func (j *Job) outputSuspect(outs []*weir.Message, lineage [][]*weir.Message) func(*weir.Message) bool {
+	if !j.comp.Swift() || len(j.suspect) == 0 {
+		return func(*weir.Message) bool { return false }
+	}
+	sus := make(map[msgid.ID]bool)
+	for i, m := range outs {
+		for _, p := range lineage[i] {
+			if j.suspect[p.ID] {
+				sus[m.ID] = true
+				break
+			}
+		}
+	}
+	return func(m *weir.Message) bool { return sus[m.ID] }
+}
+
+// distribute offers outputs to the downstream partitions that read them;
+// maybeDup says which may have been delivered before.
+func (j *Job) distribute(outs []*weir.Message, maybeDup func(*weir.Message) bool) {
 	for _, m := range outs {
+		dup := maybeDup(m)
 		for _, r := range j.routes[m.Stream] {
 			k, err := r.KeyOf(m.Payload)
 			if err != nil {
 				j.cfg.Logf("%s: output %s to %s: %v; routing by the empty key", j.cfg.Partition.ID, m.ID, r.Name, err)
 			}
 			dest := KeyedPartitionID(r.Name, PartitionIndex(k.Hash, r.Partitions))
-			j.offer(pendingOffer{msg: m, dest: dest, ack: j.downstreamAck(m)})
+			j.offer(pendingOffer{msg: m, dest: dest, ack: j.downstreamAck(m), maybeDup: dup})
 		}
 	}
 }
@@ -720,7 +755,7 @@ func (j *Job) downstreamAck(m *weir.Message) transport.AckFunc {
 }
 
 func (j *Job) offer(o pendingOffer) {
-	if !j.cfg.Hub.Offer(o.dest, o.msg, messageSize(o.msg), o.ack) {
+	if !j.cfg.Hub.Offer(o.dest, o.msg, messageSize(o.msg), o.ack, o.maybeDup) {
 		j.pending = append(j.pending, o)
 	}
 }
@@ -734,7 +769,7 @@ func (j *Job) retryOffers() {
 	blocked := map[transport.PartitionID]bool{}
 	keep := j.pending[:0]
 	for _, o := range j.pending {
-		if blocked[o.dest] || !j.cfg.Hub.Offer(o.dest, o.msg, messageSize(o.msg), o.ack) {
+		if blocked[o.dest] || !j.cfg.Hub.Offer(o.dest, o.msg, messageSize(o.msg), o.ack, o.maybeDup) {
 			blocked[o.dest] = true
 			keep = append(keep, o)
 		}

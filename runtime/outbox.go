@@ -30,6 +30,8 @@ type outbox struct {
 	erase []msgid.ID
 	// fresh holds outputs registered in this epoch, in registration order.
 	fresh []*output
+	// pendingTS tracks the SystemTimestamps of undelivered outputs.
+	pendingTS streamMins
 }
 
 // output is one output message and its delivery progress.
@@ -46,7 +48,7 @@ type output struct {
 }
 
 func newOutbox(st store.Store, partition string) *outbox {
-	return &outbox{st: st, partition: partition, entries: map[msgid.ID]*output{}}
+	return &outbox{st: st, partition: partition, entries: map[msgid.ID]*output{}, pendingTS: streamMins{}}
 }
 
 // load returns the undelivered outputs persisted by earlier jobs of the
@@ -81,6 +83,7 @@ func (o *outbox) add(m *weir.Message, dests int, persisted bool) *output {
 	out := &output{msg: m, size: messageSize(m), remaining: dests, persisted: persisted}
 	o.entries[m.ID] = out
 	o.bytes += out.size
+	o.pendingTS.add(m.Stream, m.SystemTimestamp)
 	if !persisted {
 		o.fresh = append(o.fresh, out)
 	}
@@ -104,6 +107,7 @@ func (o *outbox) ack(out *output) {
 	out.delivered = true
 	delete(o.entries, out.msg.ID)
 	o.bytes -= out.size
+	o.pendingTS.remove(out.msg.Stream, out.msg.SystemTimestamp)
 	if out.persisted {
 		o.erase = append(o.erase, out.msg.ID)
 	}
@@ -146,14 +150,8 @@ func (o *outbox) committed() {
 // undelivered returns the count and bytes of outputs still in flight.
 func (o *outbox) undelivered() (int, int) { return len(o.entries), o.bytes }
 
-// minSystemTimestamp returns the smallest SystemTimestamp of the undelivered
-// outputs per stream.
+// minSystemTimestamp returns the smallest SystemTimestamp of the
+// undelivered outputs per stream.
 func (o *outbox) minSystemTimestamp() map[string]store.Timestamp {
-	res := map[string]store.Timestamp{}
-	for _, out := range o.entries {
-		if cur, ok := res[out.msg.Stream]; !ok || out.msg.SystemTimestamp < cur {
-			res[out.msg.Stream] = out.msg.SystemTimestamp
-		}
-	}
-	return res
+	return o.pendingTS.mins()
 }

@@ -35,11 +35,17 @@ type sourceReader struct {
 	reported  connector.Offset // last offset reported to the source
 	readNext  connector.Offset
 	end       bool
-	memory    []memRange
-	memDirty  bool
-	inflight  map[connector.Offset]store.Timestamp // swift: read, not yet done
-	done      map[connector.Offset]bool
-	offsetOf  map[msgid.ID]connector.Offset
+	// replayBelow: offsets below it were read by an earlier life (their
+	// sequence numbers are in the memory loaded at start), so their outputs
+	// may have been delivered before.
+	replayBelow connector.Offset
+	memory      []memRange
+	memDirty    bool
+	inflight    map[connector.Offset]store.Timestamp // swift: read, not yet done
+	inflightTS  tsMultiset
+	done        map[connector.Offset]bool
+	skip        map[connector.Offset]connector.Offset // swift: gap [from, to) with no record
+	offsetOf    map[msgid.ID]connector.Offset
 
 	maxEvent     time.Time
 	lastRecordAt time.Time
@@ -69,6 +75,7 @@ func openSourceReader(ctx context.Context, j *Job, key string) (*sourceReader, e
 		j: j, part: part, stream: j.comp.SourceStream, swift: j.comp.Swift(),
 		key:      weir.Key{Hash: codec.Hash64([]byte(key)), Encoded: key},
 		inflight: map[connector.Offset]store.Timestamp{}, done: map[connector.Offset]bool{},
+		skip:     map[connector.Offset]connector.Offset{},
 		offsetOf: map[msgid.ID]connector.Offset{},
 	}
 	v, ok, err := j.st.Get(ctx, store.PartitionStates, r.stateKey())
@@ -82,6 +89,9 @@ func openSourceReader(ctx context.Context, j *Job, key string) (*sourceReader, e
 	}
 	r.readNext = r.persisted
 	r.reported = r.persisted
+	for _, m := range r.memory {
+		r.replayBelow = max(r.replayBelow, m.to)
+	}
 	r.lastRecordAt = j.st.Now()
 	return r, nil
 }
@@ -99,12 +109,34 @@ func (r *sourceReader) read(ctx context.Context, maxRows, maxBytes int) (*source
 	if len(b.Records) == 0 {
 		return nil, nil
 	}
+	// Offsets strictly increase from readNext. A source may skip offsets
+	// that hold no record (Kafka: transaction markers, aborted records,
+	// compacted keys): a gap [from, to) before a record or before b.Next is
+	// recorded so that a Swift reader's persisted position can pass it (no
+	// record there will ever be marked done).
+	expect := r.readNext
+	var gaps [][2]connector.Offset
 	for i, rec := range b.Records {
-		if rec.Offset != r.readNext+connector.Offset(i) {
-			return nil, fmt.Errorf("source %s: record %d has offset %d, expected %d (offsets must be dense)", r.part.Key(), i, rec.Offset, r.readNext+connector.Offset(i))
+		if rec.Offset < expect {
+			return nil, fmt.Errorf("source %s: record %d has offset %d, expected at least %d (offsets must increase)", r.part.Key(), i, rec.Offset, expect)
 		}
 		if rec.WriteTimestamp == 0 {
 			return nil, fmt.Errorf("source %s: record at offset %d has no write timestamp", r.part.Key(), rec.Offset)
+		}
+		if rec.Offset > expect {
+			gaps = append(gaps, [2]connector.Offset{expect, rec.Offset})
+		}
+		expect = rec.Offset + 1
+	}
+	if b.Next < expect {
+		return nil, fmt.Errorf("source %s: batch ends at offset %d, before its last record's next offset %d", r.part.Key(), b.Next, expect)
+	}
+	if b.Next > expect {
+		gaps = append(gaps, [2]connector.Offset{expect, b.Next})
+	}
+	if r.swift {
+		for _, g := range gaps {
+			r.skip[g[0]] = g[1]
 		}
 	}
 	r.readNext = b.Next
@@ -142,8 +174,12 @@ func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Mess
 			r.maxEvent = ev
 		}
 		r.lastWrite = max(r.lastWrite, rec.WriteTimestamp)
+		if rec.Offset < r.replayBelow {
+			r.j.suspect[m.ID] = true
+		}
 		if r.swift {
 			r.inflight[rec.Offset] = rec.WriteTimestamp
+			r.inflightTS.add(rec.WriteTimestamp)
 			r.offsetOf[m.ID] = rec.Offset
 		}
 		out = append(out, m)
@@ -176,6 +212,7 @@ func (r *sourceReader) markDone(msgs []*weir.Message) {
 	for _, m := range msgs {
 		if off, ok := r.offsetOf[m.ID]; ok {
 			delete(r.offsetOf, m.ID)
+			r.inflightTS.remove(r.inflight[off])
 			delete(r.inflight, off)
 			r.done[off] = true
 		}
@@ -185,16 +222,27 @@ func (r *sourceReader) markDone(msgs []*weir.Message) {
 // dirty reports whether the persisted position can advance or the memory
 // changed, i.e. whether an epoch must commit even without new records.
 func (r *sourceReader) dirty() bool {
-	return r.memDirty || (r.swift && r.done[r.persisted])
+	if !r.swift {
+		return r.memDirty
+	}
+	_, gap := r.skip[r.persisted]
+	return r.memDirty || r.done[r.persisted] || gap
 }
 
 // sync writes the partition's new position (and memory) into txn.
 func (r *sourceReader) sync(txn *store.Txn, b *sourceBatch) error {
 	changed := r.memDirty
 	if r.swift {
-		for r.done[r.persisted] {
-			delete(r.done, r.persisted)
-			r.persisted++
+		for {
+			if r.done[r.persisted] {
+				delete(r.done, r.persisted)
+				r.persisted++
+			} else if to, ok := r.skip[r.persisted]; ok {
+				delete(r.skip, r.persisted)
+				r.persisted = to
+			} else {
+				break
+			}
 			changed = true
 		}
 		kept := r.memory[:0]
@@ -246,14 +294,7 @@ func (r *sourceReader) eventWatermark(now time.Time) (time.Time, bool) {
 // nextSystemTimestamp bounds the SystemTimestamp of any output not yet
 // delivered: the oldest in-flight record's, else one past the last read.
 func (r *sourceReader) nextSystemTimestamp() store.Timestamp {
-	var m store.Timestamp
-	first := true
-	for _, ts := range r.inflight {
-		if first || ts < m {
-			m, first = ts, false
-		}
-	}
-	if !first {
+	if m, ok := r.inflightTS.min(); ok {
 		return m
 	}
 	if r.lastWrite == 0 {

@@ -17,6 +17,8 @@ type swiftTracker struct {
 	// ready holds parents whose children are all delivered; they are
 	// acknowledged after the epoch's commit.
 	ready []*swiftParent
+	// pendingTS tracks the SystemTimestamps of undelivered children.
+	pendingTS streamMins
 }
 
 type swiftParent struct {
@@ -32,7 +34,7 @@ type swiftChild struct {
 }
 
 func newSwiftTracker() *swiftTracker {
-	return &swiftTracker{parents: map[msgid.ID]*swiftParent{}, children: map[msgid.ID]*swiftChild{}}
+	return &swiftTracker{parents: map[msgid.ID]*swiftParent{}, children: map[msgid.ID]*swiftChild{}, pendingTS: streamMins{}}
 }
 
 // track records the lineage of an epoch: inputs and each output's parents.
@@ -53,6 +55,7 @@ func (t *swiftTracker) track(inputs []*weir.Message, outs []*weir.Message, linea
 			c.parents = append(c.parents, sp)
 		}
 		t.children[m.ID] = c
+		t.pendingTS.add(m.Stream, m.SystemTimestamp)
 	}
 	for _, m := range inputs {
 		if sp := t.parents[m.ID]; sp.remaining == 0 {
@@ -87,6 +90,7 @@ func (t *swiftTracker) delivered(id msgid.ID) {
 
 func (t *swiftTracker) childDone(c *swiftChild) {
 	delete(t.children, c.msg.ID)
+	t.pendingTS.remove(c.msg.Stream, c.msg.SystemTimestamp)
 	for _, p := range c.parents {
 		p.remaining--
 		if p.remaining == 0 {
@@ -116,11 +120,5 @@ func (t *swiftTracker) count() int { return len(t.parents) }
 // minSystemTimestamp returns, per stream, the smallest SystemTimestamp of
 // undelivered outputs.
 func (t *swiftTracker) minSystemTimestamp() map[string]store.Timestamp {
-	res := map[string]store.Timestamp{}
-	for _, c := range t.children {
-		if cur, ok := res[c.msg.Stream]; !ok || c.msg.SystemTimestamp < cur {
-			res[c.msg.Stream] = c.msg.SystemTimestamp
-		}
-	}
-	return res
+	return t.pendingTS.mins()
 }

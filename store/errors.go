@@ -20,6 +20,11 @@ var (
 	ErrConflict = errors.New("store: check failed, nothing written")
 	// ErrClosed: the store is closed. Terminal for this handle.
 	ErrClosed = errors.New("store: closed")
+	// ErrUnusable: the handle is in an unknown state after an I/O failure
+	// (for the embedded store: a failed WAL write) and refuses every call.
+	// Close it and open the store again; recovery gives a consistent state.
+	// Terminal for this handle: the engine stops and reports it.
+	ErrUnusable = errors.New("store: handle unusable after an I/O failure; reopen the store")
 )
 
 // LeaseLostError says a commit or ping named a lease that is not active.

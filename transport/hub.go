@@ -18,8 +18,9 @@ const DefaultBufferBytes = 16 << 20
 type Hub struct {
 	bufferBytes int
 
-	mu    sync.Mutex
-	boxes map[PartitionID]*mailbox
+	mu     sync.Mutex
+	boxes  map[PartitionID]*mailbox
+	faults Faults // nil unless SetFaults (tests only)
 }
 
 // NewHub returns a hub whose mailboxes hold at most bufferBytes each
@@ -38,10 +39,12 @@ func (h *Hub) box(p PartitionID) *mailbox {
 	b, ok := h.boxes[p]
 	if !ok {
 		b = &mailbox{
-			limit:  h.bufferBytes,
-			byID:   make(map[msgid.ID]*entry),
-			notify: make(chan struct{}, 1),
-			room:   make(chan struct{}, 1),
+			partition: p,
+			faults:    h.faults,
+			limit:     h.bufferBytes,
+			byID:      make(map[msgid.ID]*entry),
+			notify:    make(chan struct{}, 1),
+			room:      make(chan struct{}, 1),
 		}
 		h.boxes[p] = b
 	}
@@ -49,8 +52,8 @@ func (h *Hub) box(p PartitionID) *mailbox {
 }
 
 // Offer implements Sender.
-func (h *Hub) Offer(p PartitionID, msg *weir.Message, size int, ack AckFunc) bool {
-	return h.box(p).offer(msg, size, ack)
+func (h *Hub) Offer(p PartitionID, msg *weir.Message, size int, ack AckFunc, maybeDup bool) bool {
+	return h.box(p).offer(msg, size, ack, maybeDup)
 }
 
 // Ready implements Sender.
@@ -64,10 +67,7 @@ func (h *Hub) Attach(p PartitionID) Receiver {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.generation++
-	for _, e := range b.entries {
-		e.fetched = false
-	}
-	b.cursor = 0
+	b.resetFetched()
 	signal(b.notify)
 	return &attachment{box: b, generation: b.generation}
 }
@@ -95,12 +95,19 @@ type entry struct {
 	ack     AckFunc
 	fetched bool
 	acked   bool
+	// maybeDup: the sender says it may have been delivered before, or an
+	// earlier attachment fetched it.
+	maybeDup bool
+	// redeliver: a Faults duplicate of it follows its acknowledgement.
+	redeliver bool
 }
 
 // mailbox keeps entries in arrival order; acknowledged entries are removed
 // lazily from the front. Invariant: byID holds exactly the unacknowledged
 // entries; bytes is the sum of their sizes.
 type mailbox struct {
+	partition  PartitionID
+	faults     Faults // nil: no fault injection
 	mu         sync.Mutex
 	limit      int
 	bytes      int
@@ -120,17 +127,33 @@ func signal(c chan struct{}) {
 	}
 }
 
-func (b *mailbox) offer(msg *weir.Message, size int, ack AckFunc) bool {
+// resetFetched makes every entry fetchable again; an entry an earlier
+// attachment fetched may have been processed by it, so it becomes a maybe
+// duplicate. REQUIRES: b.mu held.
+func (b *mailbox) resetFetched() {
+	for _, e := range b.entries {
+		if e.fetched {
+			e.fetched, e.maybeDup = false, true
+		}
+	}
+	b.cursor = 0
+}
+
+func (b *mailbox) offer(msg *weir.Message, size int, ack AckFunc, maybeDup bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if e, ok := b.byID[msg.ID]; ok {
 		e.ack = ack
+		e.maybeDup = e.maybeDup || maybeDup
 		return true
 	}
 	if b.bytes > 0 && b.bytes+size > b.limit {
 		return false
 	}
-	e := &entry{msg: msg, size: size, ack: ack}
+	e := &entry{msg: msg, size: size, ack: ack, maybeDup: maybeDup}
+	if b.faults != nil {
+		e.redeliver = b.faults.Redeliver(b.partition, msg.ID)
+	}
 	b.entries = append(b.entries, e)
 	b.byID[msg.ID] = e
 	b.bytes += size
@@ -144,14 +167,14 @@ type attachment struct {
 	generation uint64
 }
 
-func (a *attachment) Fetch(maxRows, maxBytes int) []*weir.Message {
+func (a *attachment) Fetch(maxRows, maxBytes int) []Delivery {
 	b := a.box
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.generation != a.generation {
 		return nil
 	}
-	var out []*weir.Message
+	var out []Delivery
 	bytes := 0
 	for b.cursor < len(b.entries) && len(out) < maxRows {
 		e := b.entries[b.cursor]
@@ -160,7 +183,7 @@ func (a *attachment) Fetch(maxRows, maxBytes int) []*weir.Message {
 				break
 			}
 			e.fetched = true
-			out = append(out, e.msg)
+			out = append(out, Delivery{Msg: e.msg, MaybeDuplicate: e.maybeDup})
 			bytes += e.size
 		}
 		b.cursor++
@@ -177,12 +200,18 @@ func (a *attachment) Ack(ids ...msgid.ID) {
 		if !ok {
 			continue
 		}
+		if b.faults != nil && b.loseAck(e, id) {
+			continue
+		}
 		e.acked = true
 		delete(b.byID, id)
 		b.bytes -= e.size
 		if e.ack != nil {
 			ack, id := e.ack, id
 			acks = append(acks, func() { ack(id) })
+		}
+		if e.redeliver {
+			b.redeliver(e)
 		}
 	}
 	// Drop the acknowledged prefix so the slice does not grow forever.
@@ -221,9 +250,6 @@ func (a *attachment) Detach() {
 	defer b.mu.Unlock()
 	if b.generation == a.generation {
 		b.generation++
-		for _, e := range b.entries {
-			e.fetched = false
-		}
-		b.cursor = 0
+		b.resetFetched()
 	}
 }

@@ -40,13 +40,29 @@ type Envelope struct {
 	Ack  AckFunc
 }
 
+// Delivery is a message handed to a receiver.
+//
+// MaybeDuplicate is false only when this message has certainly never been
+// delivered to the partition before: its sender offers it for the first
+// time in the sender's current life, and no earlier attachment of the
+// partition fetched it. A receiver may skip its dedup lookup for such a
+// message (it cannot be in the dedup table). Everything else — outputs a
+// restarted sender reloaded from its outbox, Swift outputs recomputed from
+// re-delivered inputs, messages an earlier attachment fetched — is
+// MaybeDuplicate and must be looked up.
+type Delivery struct {
+	Msg            *weir.Message
+	MaybeDuplicate bool
+}
+
 // Sender offers messages to receiving partitions.
 type Sender interface {
 	// Offer hands msg to partition p. It returns false if p's buffer is full;
 	// the caller keeps the message and offers it again later (see Ready).
 	// Offering an id that is already buffered and unacknowledged replaces its
-	// ack hook (the newest sender of an id is the one to tell).
-	Offer(p PartitionID, msg *weir.Message, size int, ack AckFunc) bool
+	// ack hook (the newest sender of an id is the one to tell). maybeDup
+	// says the message may have been delivered before (see Delivery).
+	Offer(p PartitionID, msg *weir.Message, size int, ack AckFunc, maybeDup bool) bool
 	// Ready returns a channel that is signalled when p's buffer gains room.
 	Ready(p PartitionID) <-chan struct{}
 }
@@ -57,7 +73,7 @@ type Receiver interface {
 	// Fetch returns up to maxRows buffered messages (and at most maxBytes,
 	// but always at least one if any is available) that this attachment has
 	// not fetched yet, in arrival order.
-	Fetch(maxRows, maxBytes int) []*weir.Message
+	Fetch(maxRows, maxBytes int) []Delivery
 	// Ack acknowledges messages by id and frees their buffer space.
 	Ack(ids ...msgid.ID)
 	// Pending is the number of buffered unacknowledged messages.

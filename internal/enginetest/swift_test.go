@@ -75,8 +75,8 @@ func TestSwiftReplayIdenticalIDs(t *testing.T) {
 		r := hub.Attach(runtime.KeyedPartitionID("Down", 0))
 		defer r.Detach()
 		var ids []msgid.ID
-		for _, m := range r.Fetch(1<<20, 1<<30) {
-			ids = append(ids, m.ID)
+		for _, d := range r.Fetch(1<<20, 1<<30) {
+			ids = append(ids, d.Msg.ID)
 		}
 		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 		return ids

@@ -67,7 +67,7 @@ func (s *Store) Commit(ctx context.Context, txn *store.Txn) error {
 		s.checkMu.Lock()
 		defer s.checkMu.Unlock()
 	}
-	release, err := s.leases.hold(s.clock, txn.Prerequisites())
+	release, err := s.leases.hold(s.clock, txn.Prerequisites(), s.brokenCh)
 	if err != nil {
 		return err
 	}
@@ -164,11 +164,20 @@ func (s *Store) evalChecks(checks []store.Check) error {
 func (s *Store) apply(b *pebbledb.Batch) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			fp, ok := r.(fatalPanic)
-			if !ok {
+			switch v := r.(type) {
+			case fatalPanic:
+				err = v.err
+			case error:
+				// Pebble's commit path panics on a sticky WAL error when
+				// several batches share a failed log block. The batch may or
+				// may not be in the log: ambiguous, and the handle is broken.
+				// The panic may leave Pebble's mutexes locked: Close must not
+				// call into Pebble again.
+				err = fmt.Errorf("pebble panicked in commit: %w", v)
+				s.wedged.Store(true)
+			default:
 				panic(r)
 			}
-			err = fp.err
 		}
 		if err != nil {
 			s.markBroken(err)

@@ -90,7 +90,7 @@ func (t *leaseTable) lookup(id store.LeaseID) *lease {
 // an abort waiting between them), after checking each is active. On success
 // the caller must call release once its write has returned. On failure
 // nothing is held and the error is a *store.LeaseLostError.
-func (t *leaseTable) hold(clk clock.Clock, ids []store.LeaseID) (release func(), err error) {
+func (t *leaseTable) hold(clk clock.Clock, ids []store.LeaseID, broken <-chan struct{}) (release func(), err error) {
 	if len(ids) == 0 {
 		return func() {}, nil
 	}
@@ -122,7 +122,11 @@ retry:
 		// barrier, this commit's other leases' readers included.
 		releaseAll()
 		if expired {
-			if st = l.expire(pings); st == store.LeaseActive {
+			var ok bool
+			if st, ok = l.expire(pings, broken); !ok {
+				return nil, fmt.Errorf("pebble store: expire %s: %w", id, ErrBroken)
+			}
+			if st == store.LeaseActive {
 				goto retry // pinged since we looked; look again
 			}
 		}
@@ -161,16 +165,50 @@ func (l *lease) expiredAt(now time.Time) bool { return !now.Before(l.lastPing.Ad
 
 // expire moves the lease to LeaseExpired under the write-held barrier, unless
 // it was pinged since the observation that found it expired (pings changed).
-// It returns the state afterwards.
-func (l *lease) expire(observedPings uint64) store.LeaseState {
-	l.barrier.Lock()
-	defer l.barrier.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.state == store.LeaseActive && l.pings == observedPings {
-		l.state = store.LeaseExpired
+// It returns the state afterwards, and false if the Store broke while it
+// waited for the barrier (see withBarrier).
+func (l *lease) expire(observedPings uint64, broken <-chan struct{}) (store.LeaseState, bool) {
+	var st store.LeaseState
+	ok := l.withBarrier(broken, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.state == store.LeaseActive && l.pings == observedPings {
+			l.state = store.LeaseExpired
+		}
+		st = l.state
+	})
+	return st, ok
+}
+
+// withBarrier runs fn with the barrier write-held, waiting for every commit
+// holding it for reading. If the Store breaks while it waits, a commit may
+// be stuck inside Pebble forever (a failed WAL write can leave Pebble's
+// commit pipeline locked), so withBarrier stops waiting and returns false;
+// fn still runs, in the background, if the barrier ever frees.
+func (l *lease) withBarrier(broken <-chan struct{}, fn func()) bool {
+	if l.barrier.TryLock() {
+		defer l.barrier.Unlock()
+		fn()
+		return true
 	}
-	return l.state
+	got := make(chan struct{})
+	go func() {
+		l.barrier.Lock()
+		close(got)
+	}()
+	select {
+	case <-got:
+		defer l.barrier.Unlock()
+		fn()
+		return true
+	case <-broken:
+		go func() {
+			<-got
+			defer l.barrier.Unlock()
+			fn()
+		}()
+		return false
+	}
 }
 
 // ping extends an active, unexpired lease.
@@ -193,19 +231,20 @@ func (l *lease) ping(now time.Time) (st store.LeaseState, pings uint64, expired 
 // abort ends the lease under the write-held barrier: it waits for every
 // commit that saw the lease active. An active lease whose timeout has already
 // run out becomes Expired rather than Aborted; ended leases stay as they are.
-func (l *lease) abort(now time.Time) {
-	l.barrier.Lock()
-	defer l.barrier.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.state != store.LeaseActive {
-		return
-	}
-	if l.expiredAt(now) {
-		l.state = store.LeaseExpired
-	} else {
-		l.state = store.LeaseAborted
-	}
+// It returns false if the Store broke while it waited (see withBarrier).
+func (l *lease) abort(now time.Time, broken <-chan struct{}) bool {
+	return l.withBarrier(broken, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.state != store.LeaseActive {
+			return
+		}
+		if l.expiredAt(now) {
+			l.state = store.LeaseExpired
+		} else {
+			l.state = store.LeaseAborted
+		}
+	})
 }
 
 // CreateLease creates an active lease expiring timeout after its creation or
@@ -242,7 +281,11 @@ func (s *Store) PingLease(ctx context.Context, id store.LeaseID) error {
 	for {
 		st, pings, expired := l.ping(s.clock.Now())
 		if expired {
-			if st = l.expire(pings); st == store.LeaseActive {
+			var ok bool
+			if st, ok = l.expire(pings, s.brokenCh); !ok {
+				return s.brokenErr()
+			}
+			if st == store.LeaseActive {
 				continue
 			}
 		}
@@ -254,7 +297,8 @@ func (s *Store) PingLease(ctx context.Context, id store.LeaseID) error {
 }
 
 // AbortLease ends the lease; see lease.abort. Aborting an ended or unknown
-// lease succeeds. It works on a broken Store.
+// lease succeeds. It works on a broken Store, except that it fails with
+// ErrBroken rather than wait forever for a commit stuck in Pebble.
 func (s *Store) AbortLease(ctx context.Context, id store.LeaseID) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -263,8 +307,8 @@ func (s *Store) AbortLease(ctx context.Context, id store.LeaseID) error {
 		return err
 	}
 	defer s.exit()
-	if l := s.leases.lookup(id); l != nil {
-		l.abort(s.clock.Now())
+	if l := s.leases.lookup(id); l != nil && !l.abort(s.clock.Now(), s.brokenCh) {
+		return fmt.Errorf("pebble store: abort %s: a commit that saw it active is stuck in the broken store: %w", id, s.brokenErr())
 	}
 	return nil
 }
@@ -288,7 +332,11 @@ func (s *Store) LeaseState(ctx context.Context, id store.LeaseID) (store.LeaseSt
 	for {
 		st, pings, expired := l.observe(s.clock.Now())
 		if expired {
-			if st = l.expire(pings); st == store.LeaseActive {
+			var ok bool
+			if st, ok = l.expire(pings, s.brokenCh); !ok {
+				return store.LeaseUnknown, s.brokenErr()
+			}
+			if st == store.LeaseActive {
 				continue
 			}
 		}

@@ -48,6 +48,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
@@ -58,9 +59,9 @@ import (
 )
 
 // ErrBroken matches the errors of a Store that an earlier write failure left
-// in an unknown state. It classifies as store.ClassFatal: close the Store and
-// open it again.
-var ErrBroken = errors.New("pebble store: broken by an earlier write failure; close and reopen it")
+// in an unknown state. It wraps store.ErrUnusable and classifies as
+// store.ClassFatal: close the Store and open it again.
+var ErrBroken = fmt.Errorf("pebble store: broken by an earlier write failure: %w", store.ErrUnusable)
 
 // Defaults of the Options. They are sized for a streaming engine with a
 // memory budget of a few hundred MiB: memtables are the main lever (see
@@ -179,6 +180,11 @@ type Store struct {
 	// Store refuses reads and writes (see the package comment).
 	brokenMu sync.Mutex
 	broken   error
+	// brokenCh is closed when the Store breaks: barrier waits give up then.
+	brokenCh chan struct{}
+	// wedged: Pebble panicked inside a commit, possibly holding its own
+	// locks; nothing may call into Pebble any more, Close included.
+	wedged atomic.Bool
 
 	// checkMu serializes commits that carry Checks, from the evaluation of
 	// their checks until their write returned, so a check and its write are
@@ -197,7 +203,7 @@ var _ store.Store = (*Store)(nil)
 // out were never used by an earlier incarnation.
 func Open(dir string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
-	s := &Store{dir: dir, clock: opts.Clock}
+	s := &Store{dir: dir, clock: opts.Clock, brokenCh: make(chan struct{})}
 	s.ts.reserve = opts.TimestampReserve
 
 	logger := &pebbleLogger{log: opts.Logger, onFatal: s.markBroken}
@@ -313,6 +319,7 @@ func (s *Store) markBroken(cause error) {
 	defer s.brokenMu.Unlock()
 	if s.broken == nil {
 		s.broken = cause
+		close(s.brokenCh)
 	}
 }
 
@@ -337,11 +344,34 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	s.inflight.Wait()
+	drained := make(chan struct{})
+	go func() { s.inflight.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-s.closeWait():
+		// Only a broken Store gets here: a write failure can leave Pebble's
+		// commit pipeline locked (Pebble panics mid-commit), and calls stuck
+		// inside it never return. Do not close Pebble under them; the
+		// process must exit to release the directory.
+		return fmt.Errorf("pebble store: close %s: calls still stuck in Pebble after the store broke: %w", s.dir, s.brokenErr())
+	}
+	if s.wedged.Load() {
+		return fmt.Errorf("pebble store: close %s: Pebble panicked in a commit and may hold its locks; the process must exit to release the directory: %w", s.dir, s.brokenErr())
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("pebble store: close %s: %w", s.dir, err)
 	}
 	return nil
+}
+
+// closeWait returns a channel that fires when Close should stop waiting for
+// in-flight calls: never for a healthy Store, after 5 seconds for a broken
+// one.
+func (s *Store) closeWait() <-chan time.Time {
+	if s.brokenErr() == nil {
+		return nil
+	}
+	return time.After(5 * time.Second)
 }
 
 // Now returns the store's clock reading.
