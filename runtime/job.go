@@ -310,6 +310,7 @@ func (j *Job) Epoch(ctx context.Context) (EpochResult, error) {
 	n, bytes := j.box.undelivered()
 	if j.swift != nil {
 		n += j.swift.count()
+		bytes += j.swift.heldBytes()
 	}
 	blocked := n >= j.comp.OutputStoreCountLimit || bytes >= j.comp.OutputStoreBytesLimit
 

@@ -19,10 +19,13 @@ type swiftTracker struct {
 	ready []*swiftParent
 	// pendingTS tracks the SystemTimestamps of undelivered children.
 	pendingTS streamMins
+	// bytes is the estimated size of the inputs held (not yet acknowledged).
+	bytes int
 }
 
 type swiftParent struct {
 	msg       *weir.Message
+	size      int
 	remaining int
 	acked     bool
 }
@@ -41,7 +44,9 @@ func newSwiftTracker() *swiftTracker {
 func (t *swiftTracker) track(inputs []*weir.Message, outs []*weir.Message, lineage [][]*weir.Message) {
 	for _, m := range inputs {
 		if _, ok := t.parents[m.ID]; !ok {
-			t.parents[m.ID] = &swiftParent{msg: m}
+			p := &swiftParent{msg: m, size: messageSize(m)}
+			t.parents[m.ID] = p
+			t.bytes += p.size
 		}
 	}
 	for i, m := range outs {
@@ -108,6 +113,7 @@ func (t *swiftTracker) takeReady() []*weir.Message {
 		}
 		p.acked = true
 		delete(t.parents, p.msg.ID)
+		t.bytes -= p.size
 		out = append(out, p.msg)
 	}
 	t.ready = t.ready[:0]
@@ -116,6 +122,9 @@ func (t *swiftTracker) takeReady() []*weir.Message {
 
 // count is the number of inputs not yet acknowledgeable.
 func (t *swiftTracker) count() int { return len(t.parents) }
+
+// heldBytes is the estimated size of the inputs not yet acknowledgeable.
+func (t *swiftTracker) heldBytes() int { return t.bytes }
 
 // minSystemTimestamp returns, per stream, the smallest SystemTimestamp of
 // undelivered outputs.

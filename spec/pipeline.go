@@ -14,8 +14,8 @@ const (
 	DefaultMaxBytesPerBatch         = 10 << 20 // 10 MiB
 	DefaultBatchDuration            = Duration(time.Second)
 	DefaultEmptyBatchBackoff        = Duration(250 * time.Millisecond)
-	DefaultOutputStoreCountLimit    = 1_000_000
-	DefaultOutputStoreByteSizeLimit = 1 << 30 // 1 GiB
+	DefaultOutputStoreCountLimit    = 100_000
+	DefaultOutputStoreByteSizeLimit = 256 << 20 // 256 MiB
 
 	DefaultTotalQueueBytesLimit       = 100 << 20 // 100 MiB
 	DefaultSuspendDestructionDuration = Duration(10 * time.Second)
@@ -195,12 +195,14 @@ type Computation struct {
 	// (and therefore Parse) fills it in from the dynamic spec.
 	LeaseCheckPeriod Duration `yson:"lease_check_period,omitempty" yaml:"lease_check_period,omitempty"`
 	// OutputStoreCountLimit is the number of undelivered outputs the outbox may
-	// hold before the computation stops taking input (backpressure). Default
-	// 1,000,000 (Flow: 1G, sized for a cluster); must be positive.
+	// hold before the computation stops taking input (backpressure); for a
+	// Swift computation, the inputs held until their outputs are delivered.
+	// Default 100,000 (Flow: 1G, sized for a cluster); must be positive.
 	OutputStoreCountLimit int64 `yson:"output_store_count_limit,omitempty" yaml:"output_store_count_limit,omitempty"`
 	// OutputStoreByteSizeLimit is the byte size of undelivered outputs the
-	// outbox may hold before the computation stops taking input. Default 1 GiB
-	// (Flow: 100 GiB, sized for a cluster); must be positive.
+	// outbox (or a Swift computation's held inputs) may reach before the
+	// computation stops taking input. Default 256 MiB (Flow: 100 GiB, sized
+	// for a cluster); must be positive.
 	OutputStoreByteSizeLimit int64 `yson:"output_store_byte_size_limit,omitempty" yaml:"output_store_byte_size_limit,omitempty"`
 	// EmptyBatchBackoff is the pause after an epoch found no input, or was
 	// blocked by backpressure, before the next fetch. Default 250ms (as in

@@ -500,8 +500,8 @@ func TestDefaults(t *testing.T) {
 		MaxBytesPerBatch:         10 << 20,
 		BatchDuration:            Duration(time.Second),
 		LeaseCheckPeriod:         Duration(2 * time.Second), // inherited from dynamic_spec
-		OutputStoreCountLimit:    1_000_000,
-		OutputStoreByteSizeLimit: 1 << 30,
+		OutputStoreCountLimit:    100_000,
+		OutputStoreByteSizeLimit: 256 << 20,
 		EmptyBatchBackoff:        Duration(250 * time.Millisecond),
 	}
 	if !reflect.DeepEqual(*c, want) {
