@@ -67,6 +67,7 @@ func commands() []command {
 		{"queue", "create, write, read and list queues", runQueue},
 		{"pipeline", "status, stop, pause or start a running pipeline", runPipeline},
 		{"bench", "measure throughput and latency by processing mode", runBench},
+		{"chaos", "run the fault-injection simulation and print its figures", runChaos},
 		{"version", "print the version", func(o *Options, _ []string) error {
 			fmt.Fprintln(o.Stdout, "weir", Version)
 			return nil

@@ -77,14 +77,14 @@ func (w *Worker) Restart() {
 }
 
 // Shutdown stops every job of the worker and waits for them to exit (up to
-// 30 seconds: a job stuck in a broken store is abandoned).
+// 5 seconds: a job stuck in a broken store is abandoned).
 func (w *Worker) Shutdown() {
 	w.mu.Lock()
 	jobs := w.jobs
 	w.jobs = map[*JobHandle]struct{}{}
 	w.incarnation++
 	w.mu.Unlock()
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(5 * time.Second)
 	for h := range jobs {
 		h.Stop()
 	}

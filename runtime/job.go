@@ -99,6 +99,8 @@ type Job struct {
 	pending []pendingOffer         // offers refused by full buffers
 
 	acks ackQueue
+	// sender is this job's token for offering as its partition.
+	sender transport.SenderToken
 	// suspect holds the ids of this epoch's inputs that may have been
 	// delivered before (see transport.Delivery): only they need a dedup
 	// lookup, and Swift outputs derived from them are suspect downstream.
@@ -213,6 +215,9 @@ func (j *Job) Init(ctx context.Context) error {
 		return fmt.Errorf("job %s: first commit: %w", j.cfg.Partition.ID, err)
 	}
 	j.lastTS = ts
+	// The lease is proven: fence the partition's previous sender (a zombie
+	// may still run) before this job offers anything.
+	j.sender = j.cfg.Hub.RegisterSender(j.cfg.Partition.ID)
 	p := j.cfg.Partition
 	if j.comp.IsSource() {
 		j.src, err = openSourceReader(ctx, j, p.SourceKey)
@@ -756,7 +761,7 @@ func (j *Job) downstreamAck(m *weir.Message) transport.AckFunc {
 }
 
 func (j *Job) offer(o pendingOffer) {
-	if !j.cfg.Hub.Offer(o.dest, o.msg, messageSize(o.msg), o.ack, o.maybeDup) {
+	if !j.cfg.Hub.Offer(j.sender, o.dest, o.msg, messageSize(o.msg), o.ack, o.maybeDup) {
 		j.pending = append(j.pending, o)
 	}
 }
@@ -770,7 +775,7 @@ func (j *Job) retryOffers() {
 	blocked := map[transport.PartitionID]bool{}
 	keep := j.pending[:0]
 	for _, o := range j.pending {
-		if blocked[o.dest] || !j.cfg.Hub.Offer(o.dest, o.msg, messageSize(o.msg), o.ack, o.maybeDup) {
+		if blocked[o.dest] || !j.cfg.Hub.Offer(j.sender, o.dest, o.msg, messageSize(o.msg), o.ack, o.maybeDup) {
 			blocked[o.dest] = true
 			keep = append(keep, o)
 		}

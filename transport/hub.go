@@ -20,6 +20,7 @@ type Hub struct {
 
 	mu     sync.Mutex
 	boxes  map[PartitionID]*mailbox
+	fences map[PartitionID]*senderFence
 	faults Faults // nil unless SetFaults (tests only)
 }
 
@@ -30,7 +31,7 @@ func NewHub(bufferBytes int) *Hub {
 	if bufferBytes <= 0 {
 		bufferBytes = DefaultBufferBytes
 	}
-	return &Hub{bufferBytes: bufferBytes, boxes: make(map[PartitionID]*mailbox)}
+	return &Hub{bufferBytes: bufferBytes, boxes: make(map[PartitionID]*mailbox), fences: make(map[PartitionID]*senderFence)}
 }
 
 func (h *Hub) box(p PartitionID) *mailbox {
@@ -51,8 +52,41 @@ func (h *Hub) box(p PartitionID) *mailbox {
 	return b
 }
 
+// senderFence is the fence of one sending partition: offers read-hold it
+// while they check their generation and insert; RegisterSender write-holds
+// it to bump the generation.
+type senderFence struct {
+	mu  sync.RWMutex
+	gen uint64
+}
+
+// RegisterSender makes the caller the sender of partition p and returns its
+// token. It returns after every offer made under an earlier token of p has
+// finished; from then on those tokens are fenced. A job registers once its
+// lease is proven (its first commit succeeded), before it offers anything.
+func (h *Hub) RegisterSender(p PartitionID) SenderToken {
+	h.mu.Lock()
+	f, ok := h.fences[p]
+	if !ok {
+		f = &senderFence{}
+		h.fences[p] = f
+	}
+	h.mu.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gen++
+	return SenderToken{fence: f, gen: f.gen}
+}
+
 // Offer implements Sender.
-func (h *Hub) Offer(p PartitionID, msg *weir.Message, size int, ack AckFunc, maybeDup bool) bool {
+func (h *Hub) Offer(from SenderToken, p PartitionID, msg *weir.Message, size int, ack AckFunc, maybeDup bool) bool {
+	if f := from.fence; f != nil {
+		f.mu.RLock()
+		defer f.mu.RUnlock()
+		if f.gen != from.gen {
+			return true // a zombie's offer: dropped, never acknowledged
+		}
+	}
 	return h.box(p).offer(msg, size, ack, maybeDup)
 }
 

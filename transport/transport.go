@@ -55,6 +55,19 @@ type Delivery struct {
 	MaybeDuplicate bool
 }
 
+// SenderToken identifies the job currently sending for a partition. The
+// hub fences senders as the store fences commits: registering a new sender
+// for a partition (RegisterSender) waits for every offer in flight under the
+// previous token and makes every later offer under it a no-op. A zombie job
+// — replaced while it still runs — can therefore neither deliver a message
+// its replacement is already re-sending (which the receiver, seeing it
+// unmarked, would process twice) nor take over the acknowledgement hook of
+// its replacement's message. The zero token is unfenced (tests and tools).
+type SenderToken struct {
+	fence *senderFence
+	gen   uint64
+}
+
 // Sender offers messages to receiving partitions.
 type Sender interface {
 	// Offer hands msg to partition p. It returns false if p's buffer is full;
@@ -62,7 +75,8 @@ type Sender interface {
 	// Offering an id that is already buffered and unacknowledged replaces its
 	// ack hook (the newest sender of an id is the one to tell). maybeDup
 	// says the message may have been delivered before (see Delivery).
-	Offer(p PartitionID, msg *weir.Message, size int, ack AckFunc, maybeDup bool) bool
+	// An offer under a superseded token is dropped and reports true.
+	Offer(from SenderToken, p PartitionID, msg *weir.Message, size int, ack AckFunc, maybeDup bool) bool
 	// Ready returns a channel that is signalled when p's buffer gains room.
 	Ready(p PartitionID) <-chan struct{}
 }

@@ -1,0 +1,83 @@
+package chaos
+
+// TestMetamorphic (testing plan L2): one seeded workload, many engine
+// configurations — partition counts, batch sizes, lease check periods and
+// lease timeouts, compact vs full dedup, sync vs async sink, Transform vs
+// Swift reader, an extra Swift stage, worker counts, memtable sizes — each
+// run under the seed's swarm of faults, must all end in the same committed
+// state: the same Counter state per key (read from the states table) and
+// the same set of outputs per key (the (key, count) pairs in the output
+// queue). The reference is a fault-free run of the default configuration.
+// A run that differs, or fails its own checks, prints the seed, the two
+// configurations and the replay command.
+//
+// WEIR_METAMORPHIC_SEEDS=N runs workload seeds 101..100+N (default 3).
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// variants are the configurations compared against the reference.
+var variants = []struct {
+	name string
+	mut  func(*Config)
+}{
+	{"one-partition-batch-1", func(c *Config) { c.CounterPartitions, c.BatchRows, c.Workers = 1, 1, 1 }},
+	{"five-partitions-batch-250-compact", func(c *Config) { c.CounterPartitions, c.BatchRows, c.Compact = 5, 250, true }},
+	{"async-sink-swift-reader", func(c *Config) { c.AsyncSink, c.SwiftReader, c.OutputPartitions = true, true, 3 }},
+	{"extra-stage-short-leases", func(c *Config) {
+		c.ExtraStage, c.LeaseTimeout, c.LostTimeout, c.LeaseCheckPeriod, c.ClockStep = true, 2*time.Second, time.Second, 200*time.Millisecond, 20*time.Millisecond
+	}},
+	{"long-lease-check-async-compact", func(c *Config) {
+		c.LeaseCheckPeriod, c.AsyncSink, c.Compact, c.Workers, c.BatchRows = 10*time.Second, true, true, 3, 7
+	}},
+	{"small-memtable-swift-extra-stage", func(c *Config) {
+		c.MemTableSize, c.SwiftReader, c.ExtraStage, c.CounterPartitions = 256<<10, true, true, 2
+	}},
+}
+
+func TestMetamorphic(t *testing.T) {
+	n := 3
+	if v := os.Getenv("WEIR_METAMORPHIC_SEEDS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			t.Fatalf("WEIR_METAMORPHIC_SEEDS: %v", err)
+		}
+	}
+	for seed := uint64(101); seed < uint64(101+n); seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			drawn := Draw(seed, 1200)
+			replay := fmt.Sprintf("WEIR_METAMORPHIC_SEEDS=%d go test ./internal/chaos -run '^TestMetamorphic$/^%d$' -v", n, seed)
+			ref := Run(context.Background(), Scenario{Seed: seed, Workload: drawn.Workload, Config: DefaultConfig()}, Options{})
+			if ref.Failed() {
+				t.Fatalf("reference run: %s", ref.Report(replay))
+			}
+			for _, v := range variants {
+				sc := drawn // the seed's faults and episodes
+				sc.Config = DefaultConfig()
+				v.mut(&sc.Config)
+				if sc.Faults.StoreError {
+					sc.MemTableSize = 64 << 20 // as Draw: no WAL rotation under an armed WAL fault
+				}
+				res := Run(context.Background(), sc, Options{})
+				if res.Failed() {
+					t.Errorf("variant %s: %s", v.name, res.Report(replay))
+					continue
+				}
+				if !reflect.DeepEqual(res.State, ref.State) {
+					t.Errorf("variant %s: committed state differs from the reference\nreference %v\nvariant   %v\nreplay: %s", v.name, ref.State, res.State, replay)
+				}
+				if !reflect.DeepEqual(res.OutputSets, ref.OutputSets) {
+					t.Errorf("variant %s: output sets differ from the reference (config %+v)\nreplay: %s", v.name, sc.Config, replay)
+				}
+				t.Logf("variant %s: %s", v.name, res.Summary())
+			}
+		})
+	}
+}

@@ -1,0 +1,870 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/builtin"
+	"github.com/weir-stream/weir/clock"
+	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/connector/queue"
+	"github.com/weir-stream/weir/controller"
+	"github.com/weir-stream/weir/internal/testconn"
+	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/store"
+	pstore "github.com/weir-stream/weir/store/pebble"
+	"github.com/weir-stream/weir/transport"
+)
+
+// Options tune a run, not the scenario.
+type Options struct {
+	// Timeout is the wall-clock bound of one seed (liveness, C7); zero
+	// means 60s plus one second per 1000 messages.
+	Timeout time.Duration
+	// PollPeriod of the observer (default 5ms).
+	PollPeriod time.Duration
+	// Replay is the command that replays this seed, printed with failures.
+	Replay string
+
+	// sabotage breaks a guarantee on purpose, so that the checkers' own
+	// test can see them fire (TestCheckersCatchSabotage).
+	sabotage sabotage
+}
+
+type sabotage int
+
+const (
+	noSabotage sabotage = iota
+	// sabotageAcceptZombies commits a zombie's transaction without its
+	// lease prerequisite: a broken fence (C5, and C1 or C2).
+	sabotageAcceptZombies
+	// sabotageDropStateWrites drops Counter's state writes from epoch
+	// commits: committed state falls behind the committed offsets (C4, C2).
+	sabotageDropStateWrites
+	// sabotageDuplicateOutput appends a copy of an output row before the
+	// final check (C1 duplicated).
+	sabotageDuplicateOutput
+	// sabotageLoseOutput deletes the first output row of partition 0
+	// before the final check (C1 lost, C3 vanished).
+	sabotageLoseOutput
+)
+
+// Result is what one seed's run found.
+type Result struct {
+	Scenario Scenario
+	Stats    Stats
+	// Outputs is the number of rows in the output queue at the end.
+	Outputs int
+	// C1: per sink, counts 1..n of a key that are missing (Lost), present
+	// more than once (Duplicated, extra copies), or outside 1..n or of an
+	// unknown key (Unexpected).
+	Lost, Duplicated, Unexpected int
+	// C2: keys whose committed Counter state differs from the reference
+	// model (the number of input rows of the key).
+	StateMismatches int
+	// C3 and C4 violations seen by the observers and the restart checks.
+	C3, C4 int
+	// Violations describes the failed checks (the first 20 of each class).
+	Violations []string
+	// State is the final committed Counter state; Outputs per key the
+	// sorted counts in the output queue (for the metamorphic comparison).
+	State      map[string]int64
+	OutputSets map[string][]int64
+	Elapsed    time.Duration
+	// Logs is the tail of the engine's log, kept for failures.
+	Logs string
+}
+
+// Failed reports whether any check failed.
+func (r *Result) Failed() bool { return len(r.Violations) > 0 }
+
+// Report formats a failure: the violations, the scenario (seed, options
+// and fault schedule), the replay command and the log tail.
+func (r *Result) Report(replay string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d FAILED (%d violations):\n", r.Scenario.Seed, len(r.Violations))
+	for _, v := range r.Violations {
+		fmt.Fprintf(&b, "  %s\n", v)
+	}
+	fmt.Fprintf(&b, "scenario: %s\n", r.Scenario)
+	fmt.Fprintf(&b, "faults injected: %s\n", r.Stats)
+	fmt.Fprintf(&b, "replay: %s\n", replay)
+	if r.Logs != "" {
+		fmt.Fprintf(&b, "engine log (tail):\n%s\n", r.Logs)
+	}
+	return b.String()
+}
+
+// sim runs one scenario: a sequence of lives (process incarnations) of the
+// whole engine — store, controller, workers, transport, sinks — over one
+// in-memory crashable filesystem and one manual clock.
+type sim struct {
+	sc   Scenario
+	opts Options
+	in   *input
+	clk  *clock.Manual
+	base *vfs.MemFS
+
+	passages                                                 passages
+	crashBudget, ambiguousBudget, ackBudget, redeliverBudget budget
+	stats                                                    statsBox
+	recovery                                                 recoveryClock
+	ledger                                                   ledger
+	progress                                                 atomic.Int64
+	released                                                 atomic.Int64
+
+	life      *life
+	lives     int
+	abandoned bool // the current life's store could not be closed
+	// fencedZombies counts zombies of Transform partitions resumed right
+	// before their commit: each must try it.
+	fencedZombies int
+
+	mu         sync.Mutex
+	violations []string
+	nviol      int
+	perClass   map[string]int
+	c3, c4     int
+	logs       []string
+}
+
+// life is one incarnation of the engine process.
+type life struct {
+	n        int
+	fault    *walFault
+	raw      *pstore.Store
+	st       *faultStore
+	hub      *transport.Hub
+	board    *runtime.Board
+	ctl      *controller.Controller
+	workers  []*controller.Worker
+	hooks    *hooks
+	obs      *observer
+	crashing atomic.Bool // set before a power loss's clone is taken
+
+	// panicked: Pebble panicked inside a store call; the process is dead
+	// (its store is abandoned, not closed: Pebble's commit pipeline may
+	// still be locked).
+	panicked  atomic.Bool
+	panicAt   atomic.Int64
+	panicWhat atomic.Value
+}
+
+func (l *life) crashed(r any) {
+	if l.panicked.CompareAndSwap(false, true) {
+		l.panicAt.Store(time.Now().UnixNano())
+		l.panicWhat.Store(fmt.Sprint(r))
+	}
+}
+
+// Run runs sc to completion (or until its timeout) under its faults and
+// returns what the checkers found.
+func Run(ctx context.Context, sc Scenario, opts Options) *Result {
+	if opts.PollPeriod <= 0 {
+		opts.PollPeriod = 5 * time.Millisecond
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 60*time.Second + time.Duration(sc.Messages)*time.Millisecond
+	}
+	s := &sim{sc: sc, opts: opts, in: generate(sc.Seed, sc.Workload),
+		clk:  clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
+		base: vfs.NewCrashableMem()}
+	s.recovery.stats = &s.stats
+	s.crashBudget.left.Store(int64(sc.CrashBudget))
+	s.ambiguousBudget.left.Store(int64(sc.AmbiguousBudget))
+	s.ackBudget.left.Store(int64(sc.AckBudget))
+	s.redeliverBudget.left.Store(int64(sc.RedeliverBudget))
+	start := time.Now()
+	res := s.run(ctx)
+	res.Elapsed = time.Since(start)
+	return res
+}
+
+func (s *sim) logf(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.logs = append(s.logs, fmt.Sprintf("%s life %d: ", time.Now().Format("15:04:05.000"), s.lives)+fmt.Sprintf(format, args...))
+	if len(s.logs) > 400 {
+		s.logs = append(s.logs[:0:0], s.logs[200:]...)
+	}
+}
+
+// violate records a failed check of class C1..C7.
+func (s *sim) violate(class, format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nviol++
+	switch class {
+	case "C3":
+		s.c3++
+	case "C4":
+		s.c4++
+	}
+	if s.perClass == nil {
+		s.perClass = map[string]int{}
+	}
+	s.perClass[class]++
+	if s.perClass[class] <= 20 {
+		s.violations = append(s.violations, class+": "+fmt.Sprintf(format, args...))
+	}
+}
+
+var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// openStore opens the store on the current base filesystem, behind a fresh
+// (disarmed) WAL fault injector.
+func (s *sim) openStore() (*pstore.Store, *walFault, error) {
+	wf := &walFault{maxMem: s.sc.MemTableSize}
+	st, err := pstore.Open("db", pstore.Options{FS: walFS{FS: s.base, fault: wf}, Clock: s.clk, Logger: quietLogger,
+		MemTableSize: s.sc.MemTableSize, TimestampReserve: time.Second})
+	return st, wf, err
+}
+
+// startLife opens the store and builds and starts a new engine over it.
+func (s *sim) startLife(ctx context.Context) error {
+	raw, wf, err := s.openStore()
+	if err != nil {
+		return fmt.Errorf("open the store (life %d): %w", s.lives+1, err)
+	}
+	s.lives++
+	l := &life{n: s.lives, fault: wf, raw: raw}
+	l.st = newFaultStore(raw, s, l)
+	if s.lives == 1 {
+		if _, err := queue.Create(ctx, l.st, outputQueue, s.sc.OutputPartitions); err != nil {
+			raw.Close()
+			return err
+		}
+	} else {
+		s.restCheck(ctx, l.st)
+	}
+	plan, err := s.plan(l.st)
+	if err != nil {
+		raw.Close()
+		return err
+	}
+	l.hub = transport.NewHub(64 << 10)
+	l.hub.SetFaults(hubFaults{sim: s})
+	l.board = runtime.NewBoard()
+	l.hooks = &hooks{sim: s}
+	for i := 0; i < s.sc.Workers; i++ {
+		l.workers = append(l.workers, controller.NewWorker(fmt.Sprintf("w%d", i), l.st))
+	}
+	l.ctl, err = controller.New(controller.Config{
+		Plan: plan, Store: l.st, Hub: l.hub, Board: l.board, Workers: l.workers,
+		LeaseTimeout: s.sc.LeaseTimeout, LeasePingPeriod: s.sc.LeaseTimeout / 5, LostWorkerTimeout: s.sc.LostTimeout,
+		Hooks: l.hooks, Rand: rand.New(rand.NewPCG(s.sc.Seed, uint64(s.lives))), Logf: s.logf,
+	})
+	if err == nil {
+		err = l.ctl.Load(ctx)
+	}
+	if err != nil {
+		raw.Close()
+		return err
+	}
+	l.obs = startObserver(s, l)
+	s.life = l
+	return nil
+}
+
+// stopLife ends the current life as a process death would: its jobs stop
+// at their next step (their hooks crash them, their store is closed), its
+// transport and controller are dropped.
+func (s *sim) stopLife() {
+	l := s.life
+	if l == nil {
+		return
+	}
+	l.hooks.dead.Store(true)
+	l.hooks.unfreeze()
+	l.obs.close()
+	for _, w := range l.workers {
+		w.Restart()
+	}
+	if l.panicked.Load() {
+		s.logf("abandoning the store of the crashed process")
+		s.abandoned = true
+	} else {
+		closed := make(chan error, 1)
+		go func() { closed <- l.raw.Close() }()
+		select {
+		case err := <-closed:
+			if err != nil {
+				// A broken store may give up on calls stuck in Pebble and
+				// keep its directory: the process must exit.
+				s.logf("close the store: %v", err)
+				s.abandoned = true
+			}
+		case <-time.After(30 * time.Second):
+			s.violate("C7", "closing the store did not return within 30s")
+			s.abandoned = true
+		}
+	}
+	if s.abandoned {
+		// The process exits; a new one finds the files as the old one left
+		// them (the OS page cache outlives it) and no lock on them.
+		s.base = s.base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(s.sc.Seed, uint64(s.lives)))})
+		s.abandoned = false
+	}
+	s.life = nil
+}
+
+// restart models a process restart after a failure at t0: the current
+// life ends, the base filesystem becomes crashed (if not nil: a power
+// loss), and a new life starts on it.
+func (s *sim) restart(ctx context.Context, why string, t0 time.Time, crashed *vfs.MemFS) error {
+	s.logf("process restart: %s", why)
+	s.stopLife()
+	if crashed != nil {
+		s.base = crashed
+	}
+	s.recovery.restarting(t0)
+	s.stats.add(func(st *Stats) { st.Restarts++ })
+	return s.startLife(ctx)
+}
+
+// plan builds the pipeline of the scenario's configuration over st.
+func (s *sim) plan(st store.Store) (*runtime.Plan, error) {
+	c := s.sc.Config
+	readerKind := weir.KindTransform
+	if c.SwiftReader {
+		readerKind = weir.KindSwiftMap
+	}
+	batch := runtime.BatchPlan{MaxRows: c.BatchRows, EmptyBackoff: 2 * time.Millisecond}
+	params := connector.SinkParams{SinkID: "out", Path: "chaos.sinks.out", Store: st,
+		Parameters: map[string]any{"queue_path": outputQueue}}
+	newSink := queue.NewSyncSink
+	if c.AsyncSink {
+		newSink = queue.NewAsyncSink
+	}
+	if _, err := newSink(params); err != nil {
+		return nil, err
+	}
+	counterIn := "words"
+	plan := &runtime.Plan{Computations: map[string]*runtime.CompPlan{
+		readerComp: {
+			Code: builtin.Passthrough(readerKind), Source: &pacedSource{Source: testconn.NewSource(s.in.parts), released: &s.released, parts: s.sc.SourcePartitions}, SourceStream: "events",
+			Outputs: []string{"words"}, Batch: batch, LeaseCheckPeriod: c.LeaseCheckPeriod,
+		},
+		counterComp: {
+			Code: builtin.Counter(), GroupBy: []string{"key"}, Partitions: c.CounterPartitions,
+			CompactDedup: c.Compact, Outputs: []string{"counts"}, Batch: batch, LeaseCheckPeriod: c.LeaseCheckPeriod,
+			Sinks: []runtime.SinkPlan{{ID: "out", InputStream: "counts", New: func() (connector.Sink, error) { return newSink(params) }}},
+		},
+	}}
+	if c.ExtraStage {
+		plan.Computations[relayComp] = &runtime.CompPlan{
+			Code: builtin.Passthrough(weir.KindSwiftMap), GroupBy: []string{"key"}, Partitions: 2,
+			Inputs: []string{"words"}, Outputs: []string{"relayed"}, Batch: batch, LeaseCheckPeriod: c.LeaseCheckPeriod,
+		}
+		counterIn = "relayed"
+	}
+	plan.Computations[counterComp].Inputs = []string{counterIn}
+	return plan, nil
+}
+
+// broken reports whether the life's store refuses work after a write
+// error. The engine then stops (engine.Run returns store.ErrUnusable, see
+// TestBrokenStoreStopsEngine) and relies on a supervisor to restart the
+// process; the simulation plays that supervisor.
+func (s *sim) broken(ctx context.Context) bool {
+	_, _, err := s.life.raw.Get(ctx, store.FlowState, []byte("chaos_health"))
+	return errors.Is(err, pstore.ErrBroken)
+}
+
+func (s *sim) run(ctx context.Context) *Result {
+	res := &Result{Scenario: s.sc}
+	deadline := time.Now().Add(s.opts.Timeout)
+	if err := s.startLife(ctx); err != nil {
+		s.violate("C7", "start: %v", err)
+		return s.finish(ctx, res)
+	}
+	eps := s.sc.Episodes
+	var ep *episode
+	for {
+		l := s.life
+		if l.ctl.State() == controller.Completed {
+			break
+		}
+		if time.Now().After(deadline) {
+			s.violate("C7", "liveness: not completed after %v (progress %d of %d inputs); controller state %s, stats %+v, partitions %+v",
+				s.opts.Timeout, s.progress.Load(), s.sc.Messages, l.ctl.State(), l.ctl.Stats(), l.ctl.Partitions())
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			s.violate("C7", "interrupted: %v", err)
+			break
+		}
+		for _, w := range l.workers {
+			w.Heartbeat()
+		}
+		if err := s.cycle(ctx, l); err != nil {
+			s.logf("controller cycle: %v", err)
+		}
+		if l.panicked.Load() {
+			if err := s.crashRestart(ctx, l); err != nil {
+				s.violate("C7", "%v", err)
+				return s.finish(ctx, res)
+			}
+			ep = nil
+			continue
+		}
+		s.clk.Advance(s.sc.ClockStep)
+		s.released.Add(int64(max(1, s.sc.Messages/max(1, s.sc.PaceCycles))))
+		if ep == nil && len(eps) > 0 && float64(s.progress.Load()) >= eps[0].At*float64(s.sc.Messages) {
+			ep = &episode{Episode: eps[0]}
+			eps = eps[1:]
+		}
+		if ep != nil {
+			done, err := s.step(ctx, ep)
+			if err != nil {
+				s.violate("C7", "%s: %v", ep.Kind, err)
+				return s.finish(ctx, res)
+			}
+			if done {
+				ep = nil
+			}
+		}
+		if s.life.fault.injected.Load() == 0 && s.broken(ctx) {
+			// Broken without an injected fault: a real failure of the store.
+			s.violate("C7", "the store broke without an injected fault")
+			if err := s.restart(ctx, "store broken", time.Now(), nil); err != nil {
+				s.violate("C7", "%v", err)
+				return s.finish(ctx, res)
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, e := range eps {
+		switch e.Kind {
+		case EpZombie:
+			s.stats.add(func(st *Stats) { st.ZombiesNotFired++ })
+		case EpStoreError:
+			s.stats.add(func(st *Stats) { st.StoreErrNotFired++ })
+		}
+	}
+	if ep != nil {
+		if ep.Kind == EpZombie && ep.phase == 3 {
+			// The pipeline completed while the zombie slept: it still wakes
+			// up and tries its commit.
+			s.resumeZombie(ep)
+			time.Sleep(50 * time.Millisecond)
+		}
+		s.life.hooks.unfreeze()
+	}
+	return s.finish(ctx, res)
+}
+
+// resumeZombie lets the frozen job of ep go on, after its partition was
+// re-leased.
+func (s *sim) resumeZombie(ep *episode) {
+	s.logf("zombie: resuming the zombie of %s", ep.target)
+	// A Transform job commits every epoch with input; a Swift job commits
+	// only when it has something to persist, so its zombie may never try.
+	transform := strings.HasPrefix(string(ep.target), counterComp+"/") ||
+		(strings.HasPrefix(string(ep.target), readerComp+"@") && !s.sc.SwiftReader)
+	if ep.Point == runtime.CrashBeforeCommit && transform {
+		s.fencedZombies++
+	}
+	s.life.hooks.unfreeze()
+}
+
+// cycle runs one controller cycle. If Pebble panicked meanwhile, the
+// cycle may block forever on Pebble's commit pipeline: it is abandoned
+// with the dead process.
+func (s *sim) cycle(ctx context.Context, l *life) error {
+	done := make(chan error, 1)
+	go func() { done <- l.ctl.Cycle(ctx) }()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-t.C:
+			if l.panicked.Load() {
+				return errors.New("abandoned: the process crashed")
+			}
+		}
+	}
+}
+
+// crashRestart restarts after Pebble panicked: a process crash, so every
+// byte written survives (the OS page cache outlives the process), on a
+// copy of the filesystem without the dead process's file lock.
+func (s *sim) crashRestart(ctx context.Context, l *life) error {
+	s.stats.add(func(st *Stats) { st.PebblePanics++ })
+	l.crashing.Store(true)
+	return s.restart(ctx, fmt.Sprintf("Pebble panicked (%v)", l.panicWhat.Load()), time.Unix(0, l.panicAt.Load()), nil)
+}
+
+// episode is a discrete fault in progress.
+type episode struct {
+	Episode
+	phase    int
+	deadline time.Time
+	frozen   <-chan struct{}
+	target   transport.PartitionID
+	lease    store.LeaseID
+	worker   *controller.Worker
+}
+
+// zombieLag bounds how long (wall clock) a zombie stays frozen after its
+// partition was re-leased (the seed picks a lag below it).
+const zombieLag = 20 * time.Millisecond
+
+// bigStep is how far the clock moves per cycle while an episode waits for
+// the controller to notice a silent job or worker, or an expired lease.
+const bigStep = 200 * time.Millisecond
+
+// step advances ep by one cycle; it reports whether ep is over.
+func (s *sim) step(ctx context.Context, ep *episode) (bool, error) {
+	l := s.life
+	now := time.Now()
+	switch ep.Kind {
+	case EpZombie:
+		switch ep.phase {
+		case 0:
+			var parts []transport.PartitionID
+			for _, p := range l.ctl.Partitions() {
+				if p.Job != "" {
+					parts = append(parts, p.Partition)
+				}
+			}
+			if len(parts) == 0 {
+				return false, nil // nothing running yet: try next cycle
+			}
+			sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+			ep.target = parts[ep.Pick%uint64(len(parts))]
+			if ep.Target != "" {
+				ep.target = ep.Target
+			}
+			ep.frozen = l.hooks.arm(ep.target, ep.Point)
+			ep.deadline, ep.phase = now.Add(3*time.Second), 1
+		case 1:
+			select {
+			case <-ep.frozen:
+			default:
+				if now.After(ep.deadline) {
+					l.hooks.unfreeze()
+					s.stats.add(func(st *Stats) { st.ZombiesNotFired++ })
+					return true, nil
+				}
+				return false, nil
+			}
+			ep.lease = l.ctl.Lease(ep.target)
+			if ep.lease == 0 {
+				l.hooks.unfreeze()
+				s.stats.add(func(st *Stats) { st.ZombiesNotFired++ })
+				return true, nil
+			}
+			if s.sc.Faults.ExpireLease {
+				l.st.dropPingsOf(ep.lease)
+			}
+			s.logf("zombie: %s frozen at %s with %s", ep.target, ep.Point, ep.lease)
+			ep.deadline, ep.phase = now.Add(30*time.Second), 2
+		case 2:
+			s.clk.Advance(bigStep)
+			if cur := l.ctl.Lease(ep.target); l.st.isEnded(ep.lease) && cur != 0 && cur != ep.lease {
+				expired := false
+				if st, err := l.st.LeaseState(ctx, ep.lease); err == nil && st == store.LeaseExpired {
+					expired = true
+				}
+				s.logf("zombie: %s re-leased (%s → %s, old lease expired %v)", ep.target, ep.lease, cur, expired)
+				s.stats.add(func(st *Stats) {
+					st.ZombieEpisodes++
+					if expired {
+						st.ZombiesExpired++
+					}
+				})
+				// Let the replacement start and work a little: a zombie wakes
+				// up late.
+				ep.deadline, ep.phase = now.Add(time.Duration(ep.Pick>>32%uint64(zombieLag/time.Microsecond))*time.Microsecond), 3
+				return false, nil
+			}
+			if now.After(ep.deadline) {
+				l.hooks.unfreeze()
+				return true, fmt.Errorf("the frozen job's partition %s was not re-leased within 30s", ep.target)
+			}
+		case 3:
+			if now.After(ep.deadline) {
+				s.resumeZombie(ep)
+				return true, nil
+			}
+		}
+	case EpWorkerLoss:
+		switch ep.phase {
+		case 0:
+			load := map[string]int{}
+			for _, p := range l.ctl.Partitions() {
+				if p.Job != "" {
+					load[p.Worker]++
+				}
+			}
+			var cands []*controller.Worker
+			for _, w := range l.workers {
+				if load[w.ID()] > 0 {
+					cands = append(cands, w)
+				}
+			}
+			if len(cands) == 0 {
+				return false, nil
+			}
+			ep.worker = cands[ep.Pick%uint64(len(cands))]
+			ep.worker.Freeze()
+			s.logf("worker loss: %s stops heartbeating", ep.worker.ID())
+			s.stats.add(func(st *Stats) { st.WorkerLosses++ })
+			ep.deadline, ep.phase = now.Add(30*time.Second), 1
+		case 1:
+			s.clk.Advance(bigStep)
+			for _, p := range l.ctl.Partitions() {
+				if p.Worker == ep.worker.ID() {
+					if now.After(ep.deadline) {
+						ep.worker.Restart()
+						return true, fmt.Errorf("the jobs of lost worker %s were not moved within 30s", ep.worker.ID())
+					}
+					return false, nil
+				}
+			}
+			ep.worker.Restart()
+			return true, nil
+		}
+	case EpStoreError:
+		switch ep.phase {
+		case 0:
+			l.fault.sync.Store(ep.Sync)
+			l.fault.skip.Store(int64(ep.Skip))
+			l.fault.armed.Store(true)
+			ep.deadline, ep.phase = now.Add(5*time.Second), 1
+		case 1:
+			if l.fault.injected.Load() == 0 {
+				if now.After(ep.deadline) {
+					l.fault.armed.Store(false)
+					s.stats.add(func(st *Stats) { st.StoreErrNotFired++ })
+					return true, nil
+				}
+				return false, nil
+			}
+			if l.panicked.Load() {
+				s.stats.add(func(st *Stats) { st.StoreErrors++ })
+				return true, nil // the driver restarts the crashed process
+			}
+			if !s.broken(ctx) && now.Before(ep.deadline) {
+				return false, nil // the failing commit has not returned yet
+			}
+			t0 := time.Unix(0, l.fault.firstAt.Load())
+			s.stats.add(func(st *Stats) { st.StoreErrors++ })
+			return true, s.restart(ctx, fmt.Sprintf("WAL %s error (%s)", map[bool]string{false: "write", true: "sync"}[ep.Sync], ep.Episode), t0, nil)
+		}
+	case EpPowerLoss:
+		l.crashing.Store(true)
+		cfg := vfs.CrashCloneCfg{UnsyncedDataPercent: ep.Unsynced}
+		if ep.Unsynced > 0 {
+			cfg.RNG = rand.New(rand.NewPCG(s.sc.Seed, ep.Pick))
+		}
+		crashed := s.base.CrashClone(cfg)
+		t0 := time.Now()
+		s.stats.add(func(st *Stats) { st.PowerLosses++ })
+		return true, s.restart(ctx, "power loss ("+ep.Episode.String()+")", t0, crashed)
+	}
+	return false, nil
+}
+
+// restCheck runs the at-rest checks on a freshly reopened store, before
+// any job runs: every output row seen committed is still there (C3), and
+// the committed offsets are covered by committed state (C4: "on recovery
+// the resume offset equals the state's recorded offset, with no gap").
+func (s *sim) restCheck(ctx context.Context, st store.Store) {
+	rows, err := readOutputs(ctx, st, s.sc.OutputPartitions, nil)
+	if err != nil {
+		s.violate("C3", "read the outputs after a restart: %v", err)
+		return
+	}
+	_, exp := s.ledger.verify(s, rows, fmt.Sprintf("after restart %d", s.lives))
+	s.stats.add(func(st *Stats) { st.Exposures += exp })
+	offs, err1 := readOffsets(ctx, st, s.sc.Workload)
+	states, err2 := readStates(ctx, st)
+	box := map[string]int{}
+	var err3 error
+	if !s.sc.SwiftReader {
+		box, err3 = readOutbox(ctx, st, s.sc.Workload)
+	}
+	if err := errors.Join(err1, err2, err3); err != nil {
+		s.violate("C4", "read the state after a restart: %v", err)
+		return
+	}
+	need := (&needOf{in: s.in}).at(offs)
+	for k, n := range need {
+		if int(states[k])+box[k] < n {
+			s.violate("C4", "after restart %d: offsets %v cover %d rows of key %s, state %d + outbox %d does not", s.lives, offs, n, k, states[k], box[k])
+		}
+	}
+	if !s.sc.SwiftReader {
+		for k, v := range states {
+			if int(v) > need[k] {
+				s.violate("C4", "after restart %d: state of key %s is %d, above the %d rows below the offsets %v", s.lives, k, v, need[k], offs)
+			}
+		}
+	}
+}
+
+// finish stops the engine, simulates a power loss that keeps only synced
+// data, reopens the store and runs the final checks on what is durable.
+func (s *sim) finish(ctx context.Context, res *Result) *Result {
+	if s.life != nil {
+		s.life.crashing.Store(true)
+		crashed := s.base.CrashClone(vfs.CrashCloneCfg{})
+		s.stopLife()
+		s.base = crashed
+	}
+	st, _, err := s.openStore()
+	if err != nil {
+		s.violate("C2", "open the final store: %v", err)
+	} else {
+		s.sabotageOutputs(ctx, st)
+		s.finalCheck(ctx, st, res)
+		st.Close()
+	}
+	res.Stats = s.stats.snapshot()
+	s.mu.Lock()
+	res.Violations = append([]string(nil), s.violations...)
+	if s.nviol > len(s.violations) {
+		res.Violations = append(res.Violations, fmt.Sprintf("… and %d more", s.nviol-len(s.violations)))
+	}
+	res.C3, res.C4 = s.c3, s.c4
+	if len(res.Violations) > 0 {
+		n := max(0, len(s.logs)-60)
+		res.Logs = strings.Join(s.logs[n:], "\n")
+	}
+	s.mu.Unlock()
+	return res
+}
+
+// finalCheck runs C1 (exactly-once per key in the output queue), C2 (the
+// committed state equals the reference model, and the committed offsets
+// cover the whole input) and C3 (every row seen during the run is there),
+// on the final durable store.
+func (s *sim) finalCheck(ctx context.Context, st store.Store, res *Result) {
+	rows, err := readOutputs(ctx, st, s.sc.OutputPartitions, nil)
+	if err != nil {
+		s.violate("C1", "read the output queue: %v", err)
+		return
+	}
+	res.Outputs = len(rows)
+	_, exp := s.ledger.verify(s, rows, "at the end")
+	s.stats.add(func(st *Stats) {
+		st.Exposures += exp
+		st.Observations = len(s.ledger.confirmed)
+	})
+	got := map[string][]int64{}
+	for _, r := range rows {
+		got[r.Key] = append(got[r.Key], r.Count)
+	}
+	res.OutputSets = got
+	for k, cs := range got {
+		sort.Slice(cs, func(i, j int) bool { return cs[i] < cs[j] })
+		n := int64(s.in.expected[k])
+		seen := map[int64]int{}
+		for _, c := range cs {
+			seen[c]++
+		}
+		for c, m := range seen {
+			switch {
+			case c < 1 || c > n:
+				res.Unexpected += m
+				s.violate("C1", "key %s: unexpected count %d (×%d); the key has %d inputs", k, c, m, n)
+			case m > 1:
+				res.Duplicated += m - 1
+				s.violate("C1", "key %s: count %d appears %d times", k, c, m)
+			}
+		}
+	}
+	for k, n := range s.in.expected {
+		seen := map[int64]bool{}
+		for _, c := range got[k] {
+			seen[c] = true
+		}
+		missing := 0
+		for c := int64(1); c <= int64(n); c++ {
+			if !seen[c] {
+				missing++
+			}
+		}
+		if missing > 0 {
+			res.Lost += missing
+			s.violate("C1", "key %s: %d of its counts 1..%d are missing", k, missing, n)
+		}
+	}
+	states, err := readStates(ctx, st)
+	if err != nil {
+		s.violate("C2", "read the states: %v", err)
+		return
+	}
+	res.State = states
+	offs, err := readOffsets(ctx, st, s.sc.Workload)
+	if err != nil {
+		s.violate("C2", "read the offsets: %v", err)
+		return
+	}
+	for p, rows := range s.in.parts {
+		if offs[p] != uint64(len(rows)) {
+			s.violate("C2", "source partition %s: committed offset %d, want %d (all input)", p, offs[p], len(rows))
+		}
+	}
+	need := (&needOf{in: s.in}).at(offs)
+	keys := map[string]bool{}
+	for k := range need {
+		keys[k] = true
+	}
+	for k := range states {
+		keys[k] = true
+	}
+	for k := range keys {
+		if states[k] != int64(need[k]) {
+			res.StateMismatches++
+			s.violate("C2", "key %s: committed Counter state %d, reference model over the committed input %d", k, states[k], need[k])
+		}
+	}
+	if st := s.stats.snapshot(); s.fencedZombies > 0 && st.ZombieAttempts == 0 {
+		s.violate("C5", "%d zombies resumed right before their commit, but no zombie commit was attempted: the fence was not tested", s.fencedZombies)
+	}
+	if st := s.stats.snapshot(); st.ZombieAccepted > 0 {
+		s.violate("C5", "%d of %d zombie commits were accepted", st.ZombieAccepted, st.ZombieAttempts)
+	}
+}
+
+// sabotageOutputs applies the output sabotages (see Options).
+func (s *sim) sabotageOutputs(ctx context.Context, st store.Store) {
+	switch s.opts.sabotage {
+	case sabotageDuplicateOutput:
+		q, err := queue.Open(ctx, st, outputQueue)
+		if err == nil {
+			var rows []queue.Row
+			if rows, err = q.Read(ctx, 0, 0, 1); err == nil && len(rows) == 1 {
+				err = q.Write(ctx, []weir.Row{rows[0].Row}, []int{0})
+			}
+		}
+		if err != nil {
+			s.logf("sabotage: %v", err)
+		}
+	case sabotageLoseOutput:
+		txn := store.NewTxn()
+		key := append([]byte(outputQueue+"\x00"), 0, 0, 0, 0)
+		key = append(key, make([]byte, 8)...)
+		txn.Delete(store.QueueRows, key)
+		if err := st.Commit(ctx, txn); err != nil {
+			s.logf("sabotage: %v", err)
+		}
+	}
+}
