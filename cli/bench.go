@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -71,6 +72,7 @@ func runBench(o *Options, args []string) error {
 	asJSON := fs.Bool("json", false, "print results as JSON lines instead of a table")
 	one := fs.String("one", "", "internal: run one case given as JSON and print its result")
 	cpuprofile := fs.String("cpuprofile", "", "with --one: write a CPU profile of the case to this file")
+	memprofile := fs.String("memprofile", "", "with --one: write a heap profile (in-use at the peak sample) to this file")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -90,7 +92,12 @@ func runBench(o *Options, args []string) error {
 			}
 			defer pprof.StopCPUProfile()
 		}
+		stop := func() {}
+		if *memprofile != "" {
+			stop = sampleHeapPeak(*memprofile)
+		}
 		res := runBenchCase(o, c)
+		stop()
 		return json.NewEncoder(o.Stdout).Encode(res)
 	}
 	n := *msgs
@@ -489,4 +496,38 @@ func dirSize(dir string) int64 {
 		return nil
 	})
 	return n
+}
+
+// sampleHeapPeak writes, when the returned function is called, the heap
+// profile taken at the largest in-use heap seen by a sampler running every
+// 100 ms: where a case's peak memory goes.
+func sampleHeapPeak(path string) func() {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	var best bytes.Buffer
+	var peak uint64
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			var ms goruntime.MemStats
+			goruntime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak {
+				peak = ms.HeapInuse
+				best.Reset()
+				pprof.Lookup("heap").WriteTo(&best, 0)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		os.WriteFile(path, best.Bytes(), 0o644)
+	}
 }
