@@ -12,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/weir-stream/weir/internal/faultinject"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/runtime"
 	"github.com/weir-stream/weir/store"
@@ -178,17 +179,13 @@ func (f hubFaults) Redeliver(p transport.PartitionID, _ msgid.ID) bool {
 // nobody can cancel. It also feeds the recovery clock with every
 // successful epoch commit.
 type faultStore struct {
-	store.Store
+	*faultinject.LeaseAudit
 	sim  *sim
 	life *life
-
-	mu        sync.Mutex
-	dropPings map[store.LeaseID]bool
-	ended     map[store.LeaseID]bool
 }
 
 func newFaultStore(st store.Store, s *sim, l *life) *faultStore {
-	return &faultStore{Store: st, sim: s, life: l, dropPings: map[store.LeaseID]bool{}, ended: map[store.LeaseID]bool{}}
+	return &faultStore{LeaseAudit: faultinject.NewLeaseAudit(st), sim: s, life: l}
 }
 
 // errFailing is what the store answers once a WAL fault fired: the disk
@@ -227,51 +224,6 @@ func (f *faultStore) CreateLease(ctx context.Context, timeout time.Duration) (id
 	return f.Store.CreateLease(ctx, timeout)
 }
 
-func (f *faultStore) dropPingsOf(id store.LeaseID) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.dropPings[id] = true
-}
-
-func (f *faultStore) isEnded(id store.LeaseID) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.ended[id]
-}
-
-// PingLease implements store.Store; a dropped ping reports success.
-func (f *faultStore) PingLease(ctx context.Context, id store.LeaseID) error {
-	f.mu.Lock()
-	drop := f.dropPings[id]
-	f.mu.Unlock()
-	if drop {
-		return nil
-	}
-	return f.Store.PingLease(ctx, id)
-}
-
-// AbortLease implements store.Store and records the lease as ended.
-func (f *faultStore) AbortLease(ctx context.Context, id store.LeaseID) error {
-	err := f.Store.AbortLease(ctx, id)
-	if err == nil {
-		f.mu.Lock()
-		f.ended[id] = true
-		f.mu.Unlock()
-	}
-	return err
-}
-
-// LeaseState implements store.Store and records ended leases.
-func (f *faultStore) LeaseState(ctx context.Context, id store.LeaseID) (store.LeaseState, error) {
-	s, err := f.Store.LeaseState(ctx, id)
-	if err == nil && (s == store.LeaseExpired || s == store.LeaseAborted) {
-		f.mu.Lock()
-		f.ended[id] = true
-		f.mu.Unlock()
-	}
-	return s, err
-}
-
 // Commit implements store.Store with the audit and the injected faults.
 func (f *faultStore) Commit(ctx context.Context, txn *store.Txn) (err error) {
 	if f.life.fault.injected.Load() > 0 {
@@ -279,12 +231,7 @@ func (f *faultStore) Commit(ctx context.Context, txn *store.Txn) (err error) {
 	}
 	defer f.guard(&err)
 	s := f.sim
-	zombie := false
-	f.mu.Lock()
-	for _, id := range txn.Prerequisites() {
-		zombie = zombie || f.ended[id]
-	}
-	f.mu.Unlock()
+	zombie := f.AnyEnded(txn.Prerequisites())
 	if zombie {
 		ctx = context.WithoutCancel(ctx)
 		s.stats.add(func(st *Stats) { st.ZombieAttempts++ })

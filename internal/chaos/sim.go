@@ -570,13 +570,13 @@ func (s *sim) step(ctx context.Context, ep *episode) (bool, error) {
 				return true, nil
 			}
 			if s.sc.Faults.ExpireLease {
-				l.st.dropPingsOf(ep.lease)
+				l.st.DropPings(ep.lease)
 			}
 			s.logf("zombie: %s frozen at %s with %s", ep.target, ep.Point, ep.lease)
 			ep.deadline, ep.phase = now.Add(30*time.Second), 2
 		case 2:
 			s.clk.Advance(bigStep)
-			if cur := l.ctl.Lease(ep.target); l.st.isEnded(ep.lease) && cur != 0 && cur != ep.lease {
+			if cur := l.ctl.Lease(ep.target); l.st.Ended(ep.lease) && cur != 0 && cur != ep.lease {
 				expired := false
 				if st, err := l.st.LeaseState(ctx, ep.lease); err == nil && st == store.LeaseExpired {
 					expired = true

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 
+	"github.com/weir-stream/weir/internal/faultinject"
 	"github.com/weir-stream/weir/store"
 )
 
@@ -15,11 +16,9 @@ import (
 // audits zombie writes: commits naming a lease after that lease was aborted
 // or found expired.
 type FaultStore struct {
-	store.Store
+	*faultinject.LeaseAudit
 
 	mu         sync.Mutex
-	dropPings  map[store.LeaseID]bool
-	ended      map[store.LeaseID]bool
 	rnd        *rand.Rand
 	ambiguousP float64
 	ambBudget  int
@@ -33,16 +32,7 @@ type FaultStore struct {
 
 // NewFaultStore wraps st.
 func NewFaultStore(st store.Store, seed uint64) *FaultStore {
-	return &FaultStore{Store: st, dropPings: map[store.LeaseID]bool{}, ended: map[store.LeaseID]bool{},
-		rnd: rand.New(rand.NewPCG(seed, 5))}
-}
-
-// DropPings makes pings of lease id vanish: they report success but do not
-// reach the store, so the lease expires.
-func (f *FaultStore) DropPings(id store.LeaseID) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.dropPings[id] = true
+	return &FaultStore{LeaseAudit: faultinject.NewLeaseAudit(st), rnd: rand.New(rand.NewPCG(seed, 5))}
 }
 
 // InjectAmbiguous makes epoch commits (those with a lease prerequisite)
@@ -53,46 +43,10 @@ func (f *FaultStore) InjectAmbiguous(p float64, budget int) {
 	f.ambiguousP, f.ambBudget = p, budget
 }
 
-// PingLease implements store.Store.
-func (f *FaultStore) PingLease(ctx context.Context, id store.LeaseID) error {
-	f.mu.Lock()
-	drop := f.dropPings[id]
-	f.mu.Unlock()
-	if drop {
-		return nil
-	}
-	return f.Store.PingLease(ctx, id)
-}
-
-// AbortLease implements store.Store and records the lease as ended.
-func (f *FaultStore) AbortLease(ctx context.Context, id store.LeaseID) error {
-	err := f.Store.AbortLease(ctx, id)
-	if err == nil {
-		f.mu.Lock()
-		f.ended[id] = true
-		f.mu.Unlock()
-	}
-	return err
-}
-
-// LeaseState implements store.Store and records expired leases as ended.
-func (f *FaultStore) LeaseState(ctx context.Context, id store.LeaseID) (store.LeaseState, error) {
-	s, err := f.Store.LeaseState(ctx, id)
-	if err == nil && (s == store.LeaseExpired || s == store.LeaseAborted) {
-		f.mu.Lock()
-		f.ended[id] = true
-		f.mu.Unlock()
-	}
-	return s, err
-}
-
 // Commit implements store.Store with the audit and the injected faults.
 func (f *FaultStore) Commit(ctx context.Context, txn *store.Txn) error {
+	zombie := f.AnyEnded(txn.Prerequisites())
 	f.mu.Lock()
-	zombie := false
-	for _, id := range txn.Prerequisites() {
-		zombie = zombie || f.ended[id]
-	}
 	if zombie {
 		f.ZombieAttempts++
 	}
