@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"time"
 
 	"github.com/weir-stream/weir"
@@ -138,7 +139,17 @@ type Status struct {
 	Computations map[string]runtime.Counters  `json:"computations"`
 	Partitions   []controller.PartitionStatus `json:"partitions"`
 	Controller   controller.Stats             `json:"controller"`
-	Uptime       float64                      `json:"uptime_seconds"`
+	// SinkFailures lists sinks whose delivery stopped (retries exhausted):
+	// their partition makes no progress through them until the job restarts.
+	SinkFailures []SinkFailure `json:"sink_failures,omitempty"`
+	Uptime       float64       `json:"uptime_seconds"`
+}
+
+// SinkFailure is a sink whose delivery stopped in one partition.
+type SinkFailure struct {
+	Partition string `json:"partition"`
+	Sink      string `json:"sink"`
+	Error     string `json:"error"`
 }
 
 // Status returns a snapshot of the pipeline's state and counters.
@@ -147,11 +158,21 @@ func (e *Engine) Status() Status {
 	if !e.started.IsZero() {
 		up = time.Since(e.started).Seconds()
 	}
-	return Status{
+	st := Status{
 		State:        e.ctl.State(),
 		Computations: e.board.Counters(),
 		Partitions:   e.ctl.Partitions(),
 		Controller:   e.ctl.Stats(),
 		Uptime:       up,
 	}
+	for p, s := range e.board.Statuses() {
+		for sink, msg := range s.SinkFailures {
+			st.SinkFailures = append(st.SinkFailures, SinkFailure{Partition: string(p), Sink: sink, Error: msg})
+		}
+	}
+	sort.Slice(st.SinkFailures, func(i, j int) bool {
+		a, b := st.SinkFailures[i], st.SinkFailures[j]
+		return a.Partition < b.Partition || a.Partition == b.Partition && a.Sink < b.Sink
+	})
+	return st
 }

@@ -21,10 +21,11 @@ var (
 	descJobs       = prometheus.NewDesc("weir_jobs_total", "Jobs by event (started, failed, lost).", []string{"event"}, nil)
 	descLeases     = prometheus.NewDesc("weir_leases_total", "Leases by event (aborted, expired).", []string{"event"}, nil)
 	descState      = prometheus.NewDesc("weir_pipeline_state", "1 for the pipeline's current state.", []string{"state"}, nil)
+	descSinkFailed = prometheus.NewDesc("weir_sink_delivery_stopped", "1 for each (partition, sink) whose delivery stopped after its retries ran out.", []string{"partition", "sink"}, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInputs, descDuplicates, descOutputs, descEpochs, descCommits, descJobs, descLeases, descState} {
+	for _, d := range []*prometheus.Desc{descInputs, descDuplicates, descOutputs, descEpochs, descCommits, descJobs, descLeases, descState, descSinkFailed} {
 		ch <- d
 	}
 }
@@ -45,4 +46,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descLeases, prometheus.CounterValue, float64(s.LeasesAborted), "aborted")
 	ch <- prometheus.MustNewConstMetric(descLeases, prometheus.CounterValue, float64(s.LeasesExpired), "expired")
 	ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, 1, string(e.ctl.State()))
+	for p, st := range e.board.Statuses() {
+		for sink := range st.SinkFailures {
+			ch <- prometheus.MustNewConstMetric(descSinkFailed, prometheus.GaugeValue, 1, string(p), sink)
+		}
+	}
 }

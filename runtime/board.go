@@ -46,6 +46,10 @@ type Status struct {
 	Quiet bool
 	// DrainingSeen echoes the control's Draining at the time of the report.
 	DrainingSeen bool
+	// SinkFailures maps a sink id to the error that stopped its delivery
+	// (for example an HTTP sink whose retries ran out): the partition's
+	// progress through that sink is stopped until the job restarts.
+	SinkFailures map[string]string
 	// UpstreamDoneSeen echoes the control's UpstreamDone at the time of the
 	// report, so the controller knows Drained was computed after it.
 	UpstreamDoneSeen bool

@@ -860,6 +860,16 @@ func (j *Job) report(idle bool) {
 		drained = drained && ctl.UpstreamDone
 	}
 	s.Drained = drained
+	for _, sk := range j.sinks {
+		if f, ok := sk.sink.(interface{ Failure() error }); ok {
+			if err := f.Failure(); err != nil {
+				if s.SinkFailures == nil {
+					s.SinkFailures = map[string]string{}
+				}
+				s.SinkFailures[sk.plan.ID] = err.Error()
+			}
+		}
+	}
 	j.cfg.Board.Post(s)
 }
 
