@@ -24,6 +24,7 @@ import (
 	"github.com/weir-stream/weir/controller"
 	"github.com/weir-stream/weir/engine"
 	"github.com/weir-stream/weir/examples"
+	"github.com/weir-stream/weir/internal/chaos"
 	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/store"
@@ -151,6 +152,11 @@ func runBench(o *Options, args []string) error {
 			eoRate = r.MsgsPerSec
 		}
 	}
+	kills := 5
+	if *quick {
+		kills = 2
+	}
+	run(benchCase{Name: "recovery: SIGKILL → first commit", Kind: "recovery", Example: "counter", Messages: max(n/3, 10000), Rate: float64(kills)})
 	if eoRate > 0 {
 		lat := n / 2
 		if !*quick {
@@ -206,6 +212,12 @@ func printBenchTable(w io.Writer, rs []benchResult, eo float64) {
 			fmt.Fprintf(w, "%-38s FAILED: %s\n", r.Case.Name, r.Err)
 			continue
 		}
+		if r.Case.Kind == "recovery" {
+			// Only the latency columns mean something: the kills' recovery
+			// times (the work runs in child processes).
+			fmt.Fprintf(w, "%-38s %12s %8s %8s %8s %10s %9s %10s\n", r.Case.Name, "-", "-", lat(r.P50), lat(r.P99), "-", "-", "-")
+			continue
+		}
 		fmt.Fprintf(w, "%-38s %12.0f %8s %8s %8s %10.2f %9.0f %10.1f\n", r.Case.Name, r.MsgsPerSec, ratio,
 			lat(r.P50), lat(r.P99), r.CPUPerMillion, r.PeakRSSMiB, r.StoreBytesMsg)
 	}
@@ -232,6 +244,8 @@ func runBenchCase(o *Options, c benchCase) benchResult {
 		err = benchFloor(c, &res)
 	case "pipeline", "latency":
 		err = benchPipeline(o, dir, c, &res)
+	case "recovery":
+		err = benchRecovery(dir, c, &res)
 	default:
 		err = fmt.Errorf("unknown bench kind %q", c.Kind)
 	}
@@ -239,7 +253,7 @@ func runBenchCase(o *Options, c benchCase) benchResult {
 		res.Err = err.Error()
 	}
 	res.StoreBytesMsg = float64(dirSize(dir)) / float64(max(c.Messages, 1))
-	if c.Kind == "floor" {
+	if c.Kind == "floor" || c.Kind == "recovery" {
 		res.StoreBytesMsg = 0
 	}
 	return res
@@ -530,4 +544,29 @@ func sampleHeapPeak(path string) func() {
 		<-finished
 		os.WriteFile(path, best.Bytes(), 0o644)
 	}
+}
+
+// benchRecovery runs 'weir run' (this binary) on the counter example,
+// SIGKILLs it Rate times at random moments and restarts it, and reports the
+// time from each kill to the first epoch commit of the restarted process
+// (p50, p99 in the latency columns). The output is checked for exactly-once
+// as in the chaos runs.
+func benchRecovery(dir string, c benchCase, res *benchResult) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	r := chaos.RunProcess(context.Background(), chaos.ProcessConfig{
+		Bin: self, Dir: dir, Example: c.Example, Events: c.Messages, Keys: 1000, Seed: 1,
+		Kills: int(c.Rate), LeaseTimeout: 2 * time.Second,
+	})
+	if r.Failed() {
+		return fmt.Errorf("recovery run: %s", strings.Join(r.Violations, "; "))
+	}
+	if len(r.KillRecovery) == 0 {
+		return errors.New("recovery run: no kill was measured")
+	}
+	res.P50 = float64(chaos.Percentile(r.KillRecovery, .5)) / float64(time.Millisecond)
+	res.P99 = float64(chaos.Percentile(r.KillRecovery, .99)) / float64(time.Millisecond)
+	return nil
 }
