@@ -54,7 +54,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	d := cfg.Spec.Dynamic
-	e := &Engine{cfg: cfg, plan: plan, hub: transport.NewHub(cfg.BufferBytes), board: runtime.NewBoard()}
+	e := &Engine{cfg: cfg, plan: plan, hub: transport.NewHub(cfg.BufferBytes), board: runtime.NewBoard(), started: time.Now()}
 	n := d.WorkerCount
 	if n <= 0 {
 		n = 1
@@ -107,7 +107,6 @@ func (e *Engine) Board() *runtime.Board { return e.board }
 // while it runs; when it returns every job has stopped and the sources are
 // closed. An Engine runs once.
 func (e *Engine) Run(ctx context.Context) (controller.State, error) {
-	e.started = time.Now()
 	hbCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	period := e.cfg.Spec.Dynamic.LostJobTimeout.Std() / 4
@@ -154,10 +153,7 @@ type SinkFailure struct {
 
 // Status returns a snapshot of the pipeline's state and counters.
 func (e *Engine) Status() Status {
-	up := 0.0
-	if !e.started.IsZero() {
-		up = time.Since(e.started).Seconds()
-	}
+	up := time.Since(e.started).Seconds()
 	st := Status{
 		State:        e.ctl.State(),
 		Computations: e.board.Counters(),
