@@ -60,6 +60,9 @@ type Config struct {
 	LostWorkerTimeout time.Duration
 	// SchedulerPeriod: the cycle period of Run (default 100ms).
 	SchedulerPeriod time.Duration
+	// SourceRelistPeriod: how often sources are asked for their partition
+	// list, so that new source partitions get jobs (default 10s).
+	SourceRelistPeriod time.Duration
 
 	Hooks runtime.Hooks
 	Rand  *rand.Rand
@@ -78,6 +81,9 @@ func (c *Config) defaults() {
 	}
 	if c.SchedulerPeriod <= 0 {
 		c.SchedulerPeriod = 100 * time.Millisecond
+	}
+	if c.SourceRelistPeriod <= 0 {
+		c.SourceRelistPeriod = 10 * time.Second
 	}
 	if c.Rand == nil {
 		c.Rand = rand.New(rand.NewPCG(1, 2))
@@ -123,6 +129,7 @@ type Controller struct {
 	complete   map[string]bool // computation → completed
 	gcMarks    map[string]store.Timestamp
 	sysMarks   map[string]store.Timestamp // stream → highest published SystemWatermark
+	listedAt   time.Time                  // last listing of the sources' partitions
 	stats      Stats
 }
 
@@ -363,22 +370,42 @@ func (c *Controller) cycle(ctx context.Context) error {
 	return nil
 }
 
-// layout creates the partitions on first use: key-hash ranges for keyed
-// computations, one partition per source partition for source computations.
+// layout creates the partitions on first use — key-hash ranges for keyed
+// computations, one partition per source partition for source computations —
+// and then re-lists the sources every SourceRelistPeriod, adding a partition
+// (and a job) for every source partition that appeared (a Kafka topic's
+// partition count grew). Partitions are never removed.
 func (c *Controller) layout(ctx context.Context) error {
-	if len(c.partitions) > 0 {
+	now := c.cfg.Store.Now()
+	first := len(c.partitions) == 0
+	if !first && now.Sub(c.listedAt) < c.cfg.SourceRelistPeriod {
 		return nil
 	}
+	c.listedAt = now
 	for _, name := range c.cfg.Plan.Order() {
 		comp := c.cfg.Plan.Computations[name]
 		if comp.IsSource() {
 			keys, err := comp.Source.Partitions(ctx)
 			if err != nil {
-				return fmt.Errorf("controller: list partitions of %s's source: %w", name, err)
+				if first {
+					return fmt.Errorf("controller: list partitions of %s's source: %w", name, err)
+				}
+				c.cfg.Logf("controller: re-list partitions of %s's source: %v", name, err)
+				continue
 			}
 			for _, k := range keys {
-				c.addPartition(comp, runtime.PartitionSpec{ID: runtime.SourcePartitionID(name, k), SourceKey: k})
+				id := runtime.SourcePartitionID(name, k)
+				if _, ok := c.partitions[id]; ok {
+					continue
+				}
+				if !first {
+					c.cfg.Logf("controller: source partition %s appeared; starting a job for it", id)
+				}
+				c.addPartition(comp, runtime.PartitionSpec{ID: id, SourceKey: k})
 			}
+			continue
+		}
+		if !first {
 			continue
 		}
 		for i := 0; i < comp.Partitions; i++ {
