@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -37,6 +38,19 @@ weir run that holds it.`)
 	return subs[args[0]](o, args[1:])
 }
 
+// queueArgs parses a queue subcommand's flags (which include --data) and
+// returns its one queue NAME; a missing --data or NAME is a usage error.
+func queueArgs(fs *flag.FlagSet, args []string) (string, error) {
+	pos, err := parse(fs, args)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 1 || fs.Lookup("data").Value.String() == "" {
+		return "", usageErr(fs, "need --data DIR and exactly one queue NAME")
+	}
+	return pos[0], nil
+}
+
 // withQueueStore runs fn on DIR's store, or returns remote=true with the
 // admin address if a running weir holds it.
 func withStore(dir string, fn func(st store.Store) error) (remote string, err error) {
@@ -55,25 +69,22 @@ func queueCreate(o *Options, args []string) error {
 	fs := newFlags(o, "queue create", "--data DIR --partitions N NAME", "Creates a queue with N partitions in DIR's store.")
 	dir := fs.String("data", "", "data directory (required)")
 	n := fs.Int("partitions", 1, "number of partitions")
-	pos, err := parse(fs, args)
+	name, err := queueArgs(fs, args)
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 || *dir == "" {
-		return usageErr(fs, "need --data DIR and exactly one queue NAME")
 	}
 	ctx := context.Background()
 	remote, err := withStore(*dir, func(st store.Store) error {
-		_, err := queue.Create(ctx, st, pos[0], *n)
+		_, err := queue.Create(ctx, st, name, *n)
 		return err
 	})
 	if remote != "" {
-		err = adminCall(http.MethodPost, remote, "/queues/"+url.PathEscape(pos[0])+"?partitions="+strconv.Itoa(*n), nil, io.Discard)
+		err = adminCall(http.MethodPost, remote, "/queues/"+url.PathEscape(name)+"?partitions="+strconv.Itoa(*n), nil, io.Discard)
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Stdout, "created queue %s with %s\n", pos[0], plural(*n, "partition", "partitions"))
+	fmt.Fprintf(o.Stdout, "created queue %s with %s\n", name, plural(*n, "partition", "partitions"))
 	return nil
 }
 
@@ -83,17 +94,14 @@ func queueWrite(o *Options, args []string) error {
 			"Without --partition, rows are spread by a hash of their \"key\" column when\npresent (round-robin otherwise). A malformed line rejects the whole write.")
 	dir := fs.String("data", "", "data directory (required)")
 	part := fs.Int("partition", -1, "write every row to this partition")
-	pos, err := parse(fs, args)
+	name, err := queueArgs(fs, args)
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 || *dir == "" {
-		return usageErr(fs, "need --data DIR and exactly one queue NAME")
 	}
 	ctx := context.Background()
 	var n int
 	remote, err := withStore(*dir, func(st store.Store) error {
-		q, err := queue.Open(ctx, st, pos[0])
+		q, err := queue.Open(ctx, st, name)
 		if err != nil {
 			return err
 		}
@@ -103,7 +111,7 @@ func queueWrite(o *Options, args []string) error {
 	if remote != "" {
 		var resp struct{ Written int }
 		var sb strings.Builder
-		err = adminCall(http.MethodPost, remote, "/queues/"+url.PathEscape(pos[0])+"/rows?partition="+strconv.Itoa(*part), o.Stdin, &sb)
+		err = adminCall(http.MethodPost, remote, "/queues/"+url.PathEscape(name)+"/rows?partition="+strconv.Itoa(*part), o.Stdin, &sb)
 		if err == nil {
 			err = json.Unmarshal([]byte(sb.String()), &resp)
 			n = resp.Written
@@ -112,7 +120,7 @@ func queueWrite(o *Options, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Stdout, "wrote %s to %s\n", plural(n, "row", "rows"), pos[0])
+	fmt.Fprintf(o.Stdout, "wrote %s to %s\n", plural(n, "row", "rows"), name)
 	return nil
 }
 
@@ -123,16 +131,13 @@ func queueRead(o *Options, args []string) error {
 	part := fs.Int("partition", -1, "read only this partition")
 	off := fs.Uint64("offset", 0, "first row index to read (per partition)")
 	limit := fs.Int("limit", 0, "at most this many rows (0: all)")
-	pos, err := parse(fs, args)
+	name, err := queueArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 || *dir == "" {
-		return usageErr(fs, "need --data DIR and exactly one queue NAME")
-	}
 	ctx := context.Background()
 	remote, err := withStore(*dir, func(st store.Store) error {
-		q, err := queue.Open(ctx, st, pos[0])
+		q, err := queue.Open(ctx, st, name)
 		if err != nil {
 			return err
 		}
@@ -140,7 +145,7 @@ func queueRead(o *Options, args []string) error {
 		return err
 	})
 	if remote != "" {
-		q := fmt.Sprintf("/queues/%s/rows?partition=%d&offset=%d&limit=%d", url.PathEscape(pos[0]), *part, *off, *limit)
+		q := fmt.Sprintf("/queues/%s/rows?partition=%d&offset=%d&limit=%d", url.PathEscape(name), *part, *off, *limit)
 		err = adminCall(http.MethodGet, remote, q, nil, o.Stdout)
 	}
 	return err
