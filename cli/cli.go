@@ -16,7 +16,6 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strings"
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/connector"
@@ -175,5 +174,3 @@ func plural(n int, one, many string) string {
 	}
 	return fmt.Sprintf("%d %s", n, many)
 }
-
-var _ = strings.TrimSpace

@@ -343,11 +343,7 @@ func (c *Controller) cycle(ctx context.Context) error {
 			}
 		}
 	default:
-		for _, id := range c.order {
-			if p := c.partitions[id]; p.job != nil {
-				c.removeJob(ctx, p, nil)
-			}
-		}
+		c.stopAllJobs(ctx)
 	}
 	// Ping live leases.
 	for _, id := range c.order {
@@ -440,6 +436,15 @@ func (c *Controller) removeJob(ctx context.Context, p *partition, reason error) 
 		return
 	}
 	c.stats.LeasesAborted++
+}
+
+// stopAllJobs removes every job and aborts its lease. REQUIRES: c.mu held.
+func (c *Controller) stopAllJobs(ctx context.Context) {
+	for _, id := range c.order {
+		if p := c.partitions[id]; p.job != nil {
+			c.removeJob(ctx, p, nil)
+		}
+	}
 }
 
 // startJob creates a lease and then the job, on the least loaded live worker.
@@ -701,11 +706,7 @@ func (c *Controller) Run(ctx context.Context) (State, error) {
 				// and report it, so that the process can exit and a restart
 				// reopens the store (which recovers a consistent state).
 				c.mu.Lock()
-				for _, id := range c.order {
-					if p := c.partitions[id]; p.job != nil {
-						c.removeJob(ctx, p, nil)
-					}
-				}
+				c.stopAllJobs(ctx)
 				c.mu.Unlock()
 				return c.State(), fmt.Errorf("controller: the store can no longer be used; restart to recover: %w", err)
 			}
@@ -714,11 +715,7 @@ func (c *Controller) Run(ctx context.Context) (State, error) {
 		switch s := c.State(); s {
 		case Completed, Stopped:
 			c.mu.Lock()
-			for _, id := range c.order {
-				if p := c.partitions[id]; p.job != nil {
-					c.removeJob(ctx, p, nil)
-				}
-			}
+			c.stopAllJobs(ctx)
 			c.mu.Unlock()
 			return s, nil
 		}

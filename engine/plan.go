@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/connector"
@@ -142,12 +141,4 @@ func BuildPlan(ctx context.Context, p *spec.Pipeline, classes *weir.Registry, co
 		return nil, err
 	}
 	return plan, nil
-}
-
-// durationOr returns d if positive, else def.
-func durationOr(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }

@@ -52,7 +52,8 @@ func timerKey(comp string, k weir.Key, id msgid.ID) []byte {
 }
 
 // hashRangeKeys returns the [lo, hi) key range of comp's keyed rows whose
-// key hash lies in [lo, hi) (hiInclusiveMax: the range runs to the end).
+// key hash lies in [lo, hi); with toEnd the range runs to the end of the
+// hash space (hi is ignored).
 func hashRangeKeys(comp string, lo, hi uint64, toEnd bool) ([]byte, []byte) {
 	start := keyedPrefix(comp, lo)
 	if toEnd {

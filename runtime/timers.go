@@ -159,16 +159,6 @@ func (s *timerStore) committed() {
 
 func (s *timerStore) count() int { return len(s.active) }
 
-// minTrigger returns the earliest trigger among event-time timers, or zero.
-func (s *timerStore) pendingEventTimers() bool {
-	for _, e := range s.active {
-		if !s.system[e.t.Stream] {
-			return true
-		}
-	}
-	return false
-}
-
 func encodeTimer(e *timerEntry) []byte {
 	b := []byte{recordVersion}
 	b = codec.AppendString(b, string(e.t.ID))

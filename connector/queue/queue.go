@@ -351,16 +351,11 @@ func decodeMeta(v []byte) (int, error) {
 // column when present, else by fallback (for example a message id), so the
 // same row always lands in the same partition.
 func PartitionOf(row weir.Row, keyColumn string, n int, fallback []byte) int {
-	var h uint64
+	b := fallback
 	if v, ok := row[keyColumn]; ok && v != nil {
-		k, err := codec.AppendKey(nil, v)
-		if err == nil {
-			h = codec.Hash64(k)
-		} else {
-			h = codec.Hash64(fallback)
+		if k, err := codec.AppendKey(nil, v); err == nil {
+			b = k
 		}
-	} else {
-		h = codec.Hash64(fallback)
 	}
-	return int(h % uint64(n))
+	return int(codec.Hash64(b) % uint64(n))
 }
