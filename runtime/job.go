@@ -124,6 +124,7 @@ type destination struct {
 
 type pendingOffer struct {
 	msg      *weir.Message
+	size     int
 	dest     transport.PartitionID
 	ack      transport.AckFunc
 	maybeDup bool
@@ -737,13 +738,17 @@ func (j *Job) outputSuspect(outs []*weir.Message, lineage [][]*weir.Message) fun
 func (j *Job) distribute(outs []*weir.Message, maybeDup func(*weir.Message) bool) {
 	for _, m := range outs {
 		dup := maybeDup(m)
+		size := 0
 		for _, r := range j.routes[m.Stream] {
+			if size == 0 {
+				size = messageSize(m) // once per output, not per destination or retry
+			}
 			k, err := r.KeyOf(m.Payload)
 			if err != nil {
 				j.cfg.Logf("%s: output %s to %s: %v; routing by the empty key", j.cfg.Partition.ID, m.ID, r.Name, err)
 			}
 			dest := KeyedPartitionID(r.Name, PartitionIndex(k.Hash, r.Partitions))
-			j.offer(pendingOffer{msg: m, dest: dest, ack: j.downstreamAck(m), maybeDup: dup})
+			j.offer(pendingOffer{msg: m, size: size, dest: dest, ack: j.downstreamAck(m), maybeDup: dup})
 		}
 	}
 }
@@ -761,7 +766,7 @@ func (j *Job) downstreamAck(m *weir.Message) transport.AckFunc {
 }
 
 func (j *Job) offer(o pendingOffer) {
-	if !j.cfg.Hub.Offer(j.sender, o.dest, o.msg, messageSize(o.msg), o.ack, o.maybeDup) {
+	if !j.cfg.Hub.Offer(j.sender, o.dest, o.msg, o.size, o.ack, o.maybeDup) {
 		j.pending = append(j.pending, o)
 	}
 }
@@ -775,7 +780,7 @@ func (j *Job) retryOffers() {
 	blocked := map[transport.PartitionID]bool{}
 	keep := j.pending[:0]
 	for _, o := range j.pending {
-		if blocked[o.dest] || !j.cfg.Hub.Offer(j.sender, o.dest, o.msg, messageSize(o.msg), o.ack, o.maybeDup) {
+		if blocked[o.dest] || !j.cfg.Hub.Offer(j.sender, o.dest, o.msg, o.size, o.ack, o.maybeDup) {
 			blocked[o.dest] = true
 			keep = append(keep, o)
 		}
