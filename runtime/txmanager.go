@@ -8,17 +8,24 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir/internal/codec"
+	"github.com/weir-stream/weir/internal/invariants"
 	"github.com/weir-stream/weir/store"
 )
 
 // txManager commits a job's epochs (Flow's TTransactionManager). Every
 // commit names the job's lease as a prerequisite and writes the partition's
-// partition_transactions row with the epoch's timestamp. The row is how an
-// ambiguous commit is resolved: read it back; if it holds this epoch's
-// timestamp the commit applied, if it still holds the previous one it did
-// not, and the epoch is committed again with a check that the row still
-// holds the previous value — so a slow first attempt and the retry can never
-// both apply.
+// partition_transactions row with the epoch's timestamp, and every attempt —
+// the first included — checks that the row still holds the previous epoch's
+// value (absent before the partition's first commit). That check, evaluated
+// atomically with the commit, is what lets at most one attempt of an epoch
+// ever apply: a store may report an attempt's outcome as unknown and still
+// apply it later (a networked store; see storetest's GuardedTxnAppliesOnce),
+// and such a late attempt then finds the row moved and writes nothing.
+//
+// An ambiguous outcome is resolved by reading the row: this epoch's
+// timestamp means the commit applied; the previous value means it has not
+// applied (yet), and the epoch is committed again — the guard makes a late
+// landing of the earlier attempt and the retry mutually exclusive.
 //
 // It also decides when an idle job must probe its lease: at least once per
 // lease_check_period, jittered by ±20% so that many idle jobs do not probe in
@@ -63,9 +70,16 @@ func (m *txManager) init(ctx context.Context, ts store.Timestamp) error {
 	return m.commit(ctx, store.NewTxn(m.lease), ts)
 }
 
-// commit commits txn as the epoch with timestamp ts. It adds the lease
-// prerequisite's row write; txn must have been created with the lease.
+// commit commits txn as the epoch with timestamp ts. It adds the guard on
+// the partition_transactions row and the row's new value; txn must have been
+// created with the lease.
 func (m *txManager) commit(ctx context.Context, txn *store.Txn, ts store.Timestamp) error {
+	invariants.Check(ts > m.last, "partition %s: epoch timestamp %d not above the previous %d", m.partition, ts, m.last)
+	if m.last == 0 {
+		txn.CheckAbsent(store.PartitionTransactions, m.rowKey())
+	} else {
+		txn.CheckValue(store.PartitionTransactions, m.rowKey(), codec.AppendUint64BE(nil, uint64(m.last)))
+	}
 	txn.Put(store.PartitionTransactions, m.rowKey(), codec.AppendUint64BE(nil, uint64(ts)))
 	err := m.st.Commit(ctx, txn)
 	for attempt := 0; store.Classify(err) == store.ClassAmbiguous; attempt++ {
@@ -83,14 +97,9 @@ func (m *txManager) commit(ctx context.Context, txn *store.Txn, ts store.Timesta
 			return fmt.Errorf("epoch commit of %s stayed ambiguous after %d attempts: %w", m.partition, attempt+1, err)
 		}
 		m.resolvedRetried++
-		if m.last == 0 {
-			txn.CheckAbsent(store.PartitionTransactions, m.rowKey())
-		} else {
-			txn.CheckValue(store.PartitionTransactions, m.rowKey(), codec.AppendUint64BE(nil, uint64(m.last)))
-		}
 		err = m.st.Commit(ctx, txn)
 		if errors.Is(err, store.ErrConflict) {
-			// The row moved: the earlier attempt applied after all.
+			// The row moved: an earlier attempt applied after all.
 			applied, rerr := m.resolve(ctx, ts)
 			if rerr == nil && applied {
 				err = nil

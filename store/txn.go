@@ -100,6 +100,18 @@ func (t *Txn) Append(table Table, prefix []byte, values ...[]byte) {
 	}
 }
 
+// Clone returns a copy of t that later changes to t do not affect (the
+// slices of keys and values are shared: they are never modified). Fault
+// injectors use it to keep an attempt as it was sent.
+func (t *Txn) Clone() *Txn {
+	return &Txn{
+		prerequisites: append([]LeaseID(nil), t.prerequisites...),
+		mutations:     append([]Mutation(nil), t.mutations...),
+		checks:        append([]Check(nil), t.checks...),
+		bytes:         t.bytes,
+	}
+}
+
 // CheckValue makes the commit conditional on key's committed value equalling value.
 func (t *Txn) CheckValue(table Table, key, value []byte) {
 	t.checks = append(t.checks, Check{Table: table, Key: key, Value: value})

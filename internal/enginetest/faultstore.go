@@ -28,6 +28,16 @@ type FaultStore struct {
 	ZombieAttempts, ZombieAccepted int
 	// AmbiguousApplied / AmbiguousLost count injected ambiguous outcomes.
 	AmbiguousApplied, AmbiguousLost int
+
+	lateP      float64
+	lateBudget int
+	// held are ambiguous attempts that have not reached the store yet: they
+	// land later, after other commits (a networked store's delayed packet).
+	held []*store.Txn
+	// LateHeld counts attempts held back; LateApplied and LateRejected count
+	// how their late landings went (an attempt may apply late only if no
+	// retry of its epoch applied before it).
+	LateHeld, LateApplied, LateRejected int
 }
 
 // NewFaultStore wraps st.
@@ -43,6 +53,39 @@ func (f *FaultStore) InjectAmbiguous(p float64, budget int) {
 	f.ambiguousP, f.ambBudget = p, budget
 }
 
+// InjectLate makes epoch commits ambiguous with probability p, at most
+// budget times, without applying them then: each such attempt is held and
+// lands later, after one to three further commits of any job (or at
+// LandHeld), as a commit whose acknowledgement was lost in a network could.
+func (f *FaultStore) InjectLate(p float64, budget int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lateP, f.lateBudget = p, budget
+}
+
+// LandHeld lets every held attempt land now.
+func (f *FaultStore) LandHeld(ctx context.Context) {
+	f.mu.Lock()
+	held := f.held
+	f.held = nil
+	f.mu.Unlock()
+	for _, txn := range held {
+		f.land(ctx, txn)
+	}
+}
+
+// land commits a held attempt to the store and records how it went.
+func (f *FaultStore) land(ctx context.Context, txn *store.Txn) {
+	err := f.Store.Commit(ctx, txn)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil {
+		f.LateApplied++
+	} else {
+		f.LateRejected++
+	}
+}
+
 // Commit implements store.Store with the audit and the injected faults.
 func (f *FaultStore) Commit(ctx context.Context, txn *store.Txn) error {
 	zombie := f.AnyEnded(txn.Prerequisites())
@@ -50,15 +93,33 @@ func (f *FaultStore) Commit(ctx context.Context, txn *store.Txn) error {
 	if zombie {
 		f.ZombieAttempts++
 	}
-	mode := 0 // 0 normal, 1 apply+ambiguous, 2 drop+ambiguous
-	if len(txn.Prerequisites()) > 0 && !txn.Empty() && f.ambBudget > 0 && f.rnd.Float64() < f.ambiguousP {
+	mode := 0 // 0 normal, 1 apply+ambiguous, 2 drop+ambiguous, 3 hold and land later
+	epochCommit := len(txn.Prerequisites()) > 0 && !txn.Empty()
+	switch {
+	case epochCommit && f.ambBudget > 0 && f.rnd.Float64() < f.ambiguousP:
 		f.ambBudget--
 		mode = 1 + f.rnd.IntN(2)
+	case epochCommit && f.lateBudget > 0 && f.rnd.Float64() < f.lateP:
+		f.lateBudget--
+		mode = 3
+	}
+	var landing []*store.Txn
+	if len(f.held) > 0 && f.rnd.IntN(3) == 0 {
+		landing, f.held = f.held, nil
+	}
+	if mode == 3 {
+		f.LateHeld++
+		f.held = append(f.held, txn.Clone())
 	}
 	f.mu.Unlock()
+	for _, h := range landing {
+		f.land(ctx, h)
+	}
 
 	var err error
 	switch mode {
+	case 3:
+		return &store.AmbiguousError{Err: errors.New("injected: no answer yet; the commit is still on its way")}
 	case 2:
 		f.mu.Lock()
 		f.AmbiguousLost++

@@ -68,6 +68,7 @@ func Run(t *testing.T, h Harness) {
 		{"TxnLaterMutationsWin", testTxnLaterMutationsWin},
 		{"CommitAtomicWhenCheckFails", testCommitAtomicWhenCheckFails},
 		{"Checks", testChecks},
+		{"GuardedTxnAppliesOnce", testGuardedTxnAppliesOnce},
 		{"ConcurrentCheckedIncrements", testConcurrentCheckedIncrements},
 		{"InvalidTxn", testInvalidTxn},
 		{"CancelledContext", testCancelledContext},

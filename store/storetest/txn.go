@@ -313,3 +313,39 @@ func testRandomTxnsMatchModel(t *testing.T, h Harness) {
 		wantRows(t, "reverse scan of "+string(tb), rev, fwd)
 	}
 }
+
+// testGuardedTxnAppliesOnce is the contract the engine's epoch commits rely
+// on when a commit's outcome is unknown (store.AmbiguousError): an attempt
+// may still land after the caller gave up on it, even after later commits
+// (a networked store), so every attempt carries a check that the
+// partition_transactions row still holds the previous epoch's value and
+// writes this epoch's. Evaluated atomically with the commit, that check lets
+// at most one attempt of an epoch apply, however late the others land: a
+// replayed attempt fails with store.ErrConflict and writes nothing — it
+// neither moves the row back nor overwrites what later epochs wrote.
+func testGuardedTxnAppliesOnce(t *testing.T, h Harness) {
+	s, _ := open(t, h)
+	ctx := t.Context()
+	epoch := func(prev, next, value string) *store.Txn {
+		txn := store.NewTxn()
+		if prev == "" {
+			txn.CheckAbsent(tMain, []byte("row"))
+		} else {
+			txn.CheckValue(tMain, []byte("row"), []byte(prev))
+		}
+		txn.Put(tMain, []byte("row"), []byte(next))
+		txn.Put(tB, []byte("state"), []byte(value))
+		return txn
+	}
+	e1 := epoch("", "1", "after-epoch-1")
+	commit(t, s, e1)
+	// The same attempt again (a duplicate that lands late): refused.
+	wantConflict(t, "a second landing of epoch 1", s.Commit(ctx, e1))
+	e2 := epoch("1", "2", "after-epoch-2")
+	commit(t, s, e2)
+	// Epoch 1 and epoch 2 landing again after epoch 2: refused, nothing moves back.
+	wantConflict(t, "epoch 1 landing after epoch 2", s.Commit(ctx, e1))
+	wantConflict(t, "epoch 2 landing again", s.Commit(ctx, e2))
+	wantTable(t, s, tMain, []kv{{"row", "2"}})
+	wantTable(t, s, tB, []kv{{"state", "after-epoch-2"}})
+}
