@@ -131,6 +131,11 @@ type sim struct {
 	// fencedZombies counts zombies of Transform partitions resumed right
 	// before their commit: each must try it.
 	fencedZombies int
+	// fencePending: a zombie counted in fencedZombies was resumed and the
+	// process has not restarted since; attemptsAtResume is ZombieAttempts
+	// at that moment.
+	fencePending     bool
+	attemptsAtResume int
 
 	mu         sync.Mutex
 	violations []string
@@ -325,6 +330,12 @@ func (s *sim) stopLife() {
 // loss), and a new life starts on it.
 func (s *sim) restart(ctx context.Context, why string, t0 time.Time, crashed *vfs.MemFS) error {
 	s.logf("process restart: %s", why)
+	if s.fencePending && s.stats.snapshot().ZombieAttempts == s.attemptsAtResume {
+		// The process died before the resumed zombie reached its commit:
+		// that zombie tested nothing.
+		s.fencedZombies--
+	}
+	s.fencePending = false
 	s.stopLife()
 	if crashed != nil {
 		s.base = crashed
@@ -438,7 +449,8 @@ func (s *sim) run(ctx context.Context) *Result {
 		}
 		if s.life.fault.injected.Load() == 0 && s.broken(ctx) {
 			// Broken without an injected fault: a real failure of the store.
-			s.violate("C7", "the store broke without an injected fault")
+			_, _, cause := s.life.raw.Get(ctx, store.FlowState, []byte("chaos_health"))
+			s.violate("C7", "the store broke without an injected fault: %v", cause)
 			if err := s.restart(ctx, "store broken", time.Now(), nil); err != nil {
 				s.violate("C7", "%v", err)
 				return s.finish(ctx, res)
@@ -476,6 +488,7 @@ func (s *sim) resumeZombie(ep *episode) {
 		(strings.HasPrefix(string(ep.target), readerComp+"@") && !s.sc.SwiftReader)
 	if ep.Point == runtime.CrashBeforeCommit && transform {
 		s.fencedZombies++
+		s.fencePending, s.attemptsAtResume = true, s.stats.snapshot().ZombieAttempts
 	}
 	s.life.hooks.unfreeze()
 }
