@@ -96,7 +96,13 @@ type Job struct {
 	src     *sourceReader
 	swift   *swiftTracker
 	routes  map[string][]*CompPlan // output stream → receiving computations
-	pending []pendingOffer         // offers refused by full buffers
+	// pending holds offers refused by full buffers, in emission order, and
+	// every later offer to a destination that has one waiting: outputs of
+	// this partition reach each receiving partition in emission order (the
+	// lineage ordering guarantee), so nothing may overtake a refused offer.
+	pending []pendingOffer
+	// waiting counts the pending offers per destination.
+	waiting map[transport.PartitionID]int
 
 	acks ackQueue
 	// sender is this job's token for offering as its partition.
@@ -174,6 +180,7 @@ func NewJob(cfg Config) (*Job, error) {
 		outputs: map[string]bool{},
 		routes:  map[string][]*CompPlan{},
 		suspect: map[msgid.ID]bool{},
+		waiting: map[transport.PartitionID]int{},
 	}
 	for _, s := range c.Outputs {
 		j.outputs[s] = true
@@ -765,14 +772,18 @@ func (j *Job) downstreamAck(m *weir.Message) transport.AckFunc {
 	return func(msgid.ID) { j.acks.push(func() { j.box.ack(out) }) }
 }
 
+// offer hands o to its destination, or queues it behind the offers to the
+// same destination that are still waiting for room.
 func (j *Job) offer(o pendingOffer) {
-	if !j.cfg.Hub.Offer(j.sender, o.dest, o.msg, o.size, o.ack, o.maybeDup) {
-		j.pending = append(j.pending, o)
+	if j.waiting[o.dest] == 0 && j.cfg.Hub.Offer(j.sender, o.dest, o.msg, o.size, o.ack, o.maybeDup) {
+		return
 	}
+	j.pending = append(j.pending, o)
+	j.waiting[o.dest]++
 }
 
-// retryOffers re-offers outputs refused by full buffers, in order; it stops
-// at the first refusal per destination to keep per-destination order.
+// retryOffers re-offers waiting outputs in order; per destination it stops
+// at the first refusal, so each destination receives them in emission order.
 func (j *Job) retryOffers() {
 	if len(j.pending) == 0 {
 		return
@@ -783,8 +794,11 @@ func (j *Job) retryOffers() {
 		if blocked[o.dest] || !j.cfg.Hub.Offer(j.sender, o.dest, o.msg, o.size, o.ack, o.maybeDup) {
 			blocked[o.dest] = true
 			keep = append(keep, o)
+			continue
 		}
+		j.waiting[o.dest]--
 	}
+	clear(keep[len(keep):len(j.pending)])
 	j.pending = keep
 }
 
