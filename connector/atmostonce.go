@@ -66,6 +66,10 @@ func (s *AtMostOnceSink) Init(_ context.Context, sc SinkContext) error {
 	return nil
 }
 
+// DeliversAtMostOnce implements AtMostOnce: outputs reloaded after a
+// restart are never handed to this sink again.
+func (s *AtMostOnceSink) DeliversAtMostOnce() bool { return true }
+
 // Distribute acknowledges m at once and keeps it for after the commit.
 func (s *AtMostOnceSink) Distribute(m *weir.Message, done func(error)) {
 	s.mu.Lock()

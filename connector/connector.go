@@ -126,6 +126,18 @@ type PendingSyncer interface {
 	PendingSync() bool
 }
 
+// AtMostOnce is implemented by sinks that deliver each output at most once
+// (at_most_once_strategy). After a restart the engine reloads a partition's
+// undelivered outputs from its outbox and hands them to every destination
+// again; an output still in the outbox may already have been handed to such
+// a sink in an earlier life (it stays there until its other destinations
+// acknowledge it), so the engine acknowledges reloaded outputs for an
+// AtMostOnce sink without handing them over: never twice, at the price of
+// losing what the earlier life had queued but not written.
+type AtMostOnce interface {
+	DeliversAtMostOnce() bool
+}
+
 // SinkFactory builds sink instances from the sink's spec parameters.
 type SinkFactory func(params SinkParams) (Sink, error)
 

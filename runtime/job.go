@@ -702,7 +702,14 @@ func (j *Job) register(m *weir.Message, persisted bool) {
 	}
 	out := j.box.add(m, dests, persisted)
 	for _, s := range sinks {
-		s.sink.Distribute(m, j.onDelivered(out, m.ID, s.plan.ID))
+		done := j.onDelivered(out, m.ID, s.plan.ID)
+		if a, ok := s.sink.(connector.AtMostOnce); persisted && ok && a.DeliversAtMostOnce() {
+			// Reloaded after a restart: an earlier life may have handed it
+			// to this sink already (connector.AtMostOnce).
+			done(nil)
+			continue
+		}
+		s.sink.Distribute(m, done)
 	}
 }
 
