@@ -86,16 +86,16 @@ type Job struct {
 	st      store.Store
 	outputs map[string]bool
 
-	tx      *txManager
-	inputs  *inputStore
-	states  *stateManager
-	timers  *timerStore
-	box     *outbox
-	recv    transport.Receiver
-	sinks   []*sinkInstance
-	src     *sourceReader
-	swift   *swiftTracker
-	routes  map[string][]*CompPlan // output stream → receiving computations
+	tx     *txManager
+	inputs *inputStore
+	states *stateManager
+	timers *timerStore
+	box    *outbox
+	recv   transport.Receiver
+	sinks  []*sinkInstance
+	src    *sourceReader
+	swift  *swiftTracker
+	routes map[string][]*CompPlan // output stream → receiving computations
 	// pending holds offers refused by full buffers, in emission order, and
 	// every later offer to a destination that has one waiting: outputs of
 	// this partition reach each receiving partition in emission order (the

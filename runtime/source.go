@@ -21,9 +21,16 @@ import (
 // SwiftOrderedSource: outputs are not materialized, so a record's offset is
 // persisted only once all its outputs are delivered, and a replay after a
 // restart must rebuild the same ids. Each read batch gets a fresh sequence
-// number, memorized per offset range in the partition state (Flow's
-// OffsetMemory) and committed before any output leaves; a replay reuses the
-// memorized sequence number, so it yields identical ids.
+// number — a store timestamp — memorized per offset range in the partition
+// state (Flow's OffsetMemory) and committed before any output leaves; a
+// replay reuses the memorized sequence number, so it yields identical ids.
+// The same memorized timestamp is the messages' SystemTimestamp (Flow's
+// TSwiftOrderedSourceTimestampMemory), not the record's write time: a
+// source partition that appears late, or a record written long ago, must
+// not look processed to receivers whose input SystemWatermark already
+// passed its write time. A store timestamp issued at read time is above
+// every watermark published so far, and the partition's reports bound the
+// watermark by the smallest timestamp a replay can still reuse.
 type sourceReader struct {
 	j      *Job
 	part   connector.SourcePartition
@@ -49,7 +56,6 @@ type sourceReader struct {
 
 	maxEvent     time.Time
 	lastRecordAt time.Time
-	lastWrite    store.Timestamp
 }
 
 // memRange says offsets in [from, to) got sequence number seq.
@@ -161,11 +167,15 @@ func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Mess
 		if ev.IsZero() {
 			ev = rec.WriteTimestamp.Time()
 		}
+		sys := rec.WriteTimestamp
+		if r.swift {
+			sys = store.Timestamp(seq)
+		}
 		m := &weir.Message{
 			ID:                 msgid.Ordered(seq, r.stream, uint64(rec.Offset)),
 			Stream:             r.stream,
 			Key:                r.key,
-			SystemTimestamp:    rec.WriteTimestamp,
+			SystemTimestamp:    sys,
 			AlignmentTimestamp: rec.WriteTimestamp,
 			EventTimestamp:     ev,
 			Payload:            rec.Row,
@@ -173,13 +183,12 @@ func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Mess
 		if ev.After(r.maxEvent) {
 			r.maxEvent = ev
 		}
-		r.lastWrite = max(r.lastWrite, rec.WriteTimestamp)
 		if rec.Offset < r.replayBelow {
 			r.j.suspect[m.ID] = true
 		}
 		if r.swift {
-			r.inflight[rec.Offset] = rec.WriteTimestamp
-			r.inflightTS.add(rec.WriteTimestamp)
+			r.inflight[rec.Offset] = sys
+			r.inflightTS.add(sys)
 			r.offsetOf[m.ID] = rec.Offset
 		}
 		out = append(out, m)
@@ -291,16 +300,25 @@ func (r *sourceReader) eventWatermark(now time.Time) (time.Time, bool) {
 	return wm, idle
 }
 
-// nextSystemTimestamp bounds the SystemTimestamp of any output not yet
-// delivered: the oldest in-flight record's, else one past the last read.
+// nextSystemTimestamp bounds the SystemTimestamp of any output of a Swift
+// source not yet delivered, now or later: the oldest in-flight record's;
+// the memorized sequence number of any offset range not yet persisted (a
+// replay reuses it); otherwise above the job's last epoch timestamp, since
+// a record read later gets a fresh store timestamp. An empty partition, or
+// one that has read nothing since its job started, therefore reports a
+// bound that advances with its epochs and lease probes instead of pinning
+// the stream's SystemWatermark (and its dedup garbage collection) at zero.
 func (r *sourceReader) nextSystemTimestamp() store.Timestamp {
+	bound := r.j.lastTS + 1
 	if m, ok := r.inflightTS.min(); ok {
-		return m
+		bound = min(bound, m)
 	}
-	if r.lastWrite == 0 {
-		return 0
+	for _, m := range r.memory {
+		if m.to > r.persisted {
+			bound = min(bound, store.Timestamp(m.seq))
+		}
 	}
-	return r.lastWrite + 1
+	return bound
 }
 
 func (r *sourceReader) close() error { return r.part.Close() }
