@@ -75,7 +75,9 @@ const (
 	// delivery; may be non-deterministic; timers and sinks allowed.
 	KindTransform Kind = iota + 1
 	// KindSwiftMap: must be deterministic; outputs are not materialized and
-	// inherit their parent's id; no sinks, no timers that produce outputs.
+	// inherit their parent's id; no sinks, no timers, no state (inputs are
+	// deduplicated by watermark only, so a redelivered input would update
+	// state twice: State access fails with an error).
 	KindSwiftMap
 )
 

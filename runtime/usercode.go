@@ -29,12 +29,33 @@ func (c *callContext) setErr(err error) {
 	}
 }
 func (c *callContext) LoadState(name string, decode func([]byte) (any, error)) (any, error) {
+	if err := c.stateAllowed(name); err != nil {
+		return nil, err
+	}
 	v, err := c.job.states.load(c.ctx, c.key, name, decode)
 	c.setErr(err)
 	return v, err
 }
 func (c *callContext) StoreState(name string, v any, empty bool, encode func(any) ([]byte, error)) {
+	if c.stateAllowed(name) != nil {
+		return
+	}
 	c.job.states.store(c.key, name, v, empty, encode)
+}
+
+// stateAllowed refuses state in Swift computations. A Swift computation's
+// inputs are deduplicated only by the SystemWatermark, not by message id: an
+// input processed and committed, whose acknowledgement was then lost (a
+// crash after the commit), is delivered and processed again — its outputs
+// are recomputed with the same ids and deduplicated downstream, but a state
+// update would be applied twice. Stateful code belongs in a Transform.
+func (c *callContext) stateAllowed(name string) error {
+	if !c.job.comp.Swift() {
+		return nil
+	}
+	err := fmt.Errorf("weir: computation %s is a SwiftMap and may not use state (%q): a redelivered input would update it twice; use a Transform for stateful code", c.job.comp.Name, name)
+	c.setErr(err)
+	return err
 }
 
 // emitted is an output or timer requested by user code, before the engine
