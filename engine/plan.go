@@ -67,6 +67,9 @@ func BuildPlan(ctx context.Context, p *spec.Pipeline, classes *weir.Registry, co
 			LeaseCheckPeriod:      c.LeaseCheckPeriod.Std(),
 			OutputStoreCountLimit: int(c.OutputStoreCountLimit),
 			OutputStoreBytesLimit: int(c.OutputStoreByteSizeLimit),
+			StateCacheBytes:       int(c.StateCacheByteSizeLimit),
+			TimerCountLimit:       int(c.TimerStoreCountLimit),
+			TimerBytesLimit:       int(c.TimerStoreByteSizeLimit),
 		}
 		if cp.LeaseCheckPeriod == 0 {
 			cp.LeaseCheckPeriod = p.Dynamic.LeaseCheckPeriod.Std()

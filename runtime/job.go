@@ -189,7 +189,7 @@ func NewJob(cfg Config) (*Job, error) {
 	pid := string(cfg.Partition.ID)
 	j.tx = newTxManager(cfg.Store, pid, cfg.Lease, c.LeaseCheckPeriod, cfg.Rand)
 	j.inputs = newInputStore(cfg.Store, c.Name, c.CompactDedup, c.Mode == ExactlyOnce && !c.Swift())
-	j.states = newStateManager(cfg.Store, c.Name)
+	j.states = newStateManager(cfg.Store, c.Name, c.StateCacheBytes)
 	j.timers = newTimerStore(c.Name, c.Timers)
 	j.box = newOutbox(cfg.Store, pid)
 	if c.Swift() {

@@ -10,6 +10,7 @@ import (
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/internal/codec"
+	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/transport"
 )
 
@@ -77,6 +78,13 @@ type CompPlan struct {
 	// outbox holds more undelivered outputs than this (backpressure).
 	OutputStoreCountLimit int
 	OutputStoreBytesLimit int
+	// StateCacheBytes bounds the decoded states a job keeps cached between
+	// epochs (spec state_cache_byte_size_limit).
+	StateCacheBytes int
+	// TimerCountLimit and TimerBytesLimit bound one partition's active
+	// timers (spec timer_store_count_limit / timer_store_byte_size_limit).
+	TimerCountLimit int
+	TimerBytesLimit int
 }
 
 // SinkPlan is one sink of a computation.
@@ -121,28 +129,28 @@ func (c *CompPlan) Swift() bool { return c.Code.Kind == weir.KindSwiftMap }
 // IsSource reports whether the computation reads a source.
 func (c *CompPlan) IsSource() bool { return c.Source != nil }
 
-// withDefaults fills zero tunables.
+// withDefaults fills zero tunables with the spec's defaults (package spec
+// is the one home of every default; plans built in code get the same
+// values as plans built from a spec).
 func (c *CompPlan) withDefaults() {
 	if c.Partitions <= 0 {
 		c.Partitions = 1
 	}
-	if c.Batch.MaxRows <= 0 {
-		c.Batch.MaxRows = 1000
-	}
-	if c.Batch.MaxBytes <= 0 {
-		c.Batch.MaxBytes = 10 << 20
-	}
-	if c.Batch.EmptyBackoff <= 0 {
-		c.Batch.EmptyBackoff = 20 * time.Millisecond
-	}
-	if c.LeaseCheckPeriod <= 0 {
-		c.LeaseCheckPeriod = 2 * time.Second
-	}
-	if c.OutputStoreCountLimit <= 0 {
-		c.OutputStoreCountLimit = 100000
-	}
-	if c.OutputStoreBytesLimit <= 0 {
-		c.OutputStoreBytesLimit = 256 << 20
+	setDefault(&c.Batch.MaxRows, spec.DefaultMaxRowsPerBatch)
+	setDefault(&c.Batch.MaxBytes, spec.DefaultMaxBytesPerBatch)
+	setDefault(&c.Batch.EmptyBackoff, spec.DefaultEmptyBatchBackoff.Std())
+	setDefault(&c.LeaseCheckPeriod, spec.DefaultLeaseCheckPeriod.Std())
+	setDefault(&c.OutputStoreCountLimit, spec.DefaultOutputStoreCountLimit)
+	setDefault(&c.OutputStoreBytesLimit, spec.DefaultOutputStoreByteSizeLimit)
+	setDefault(&c.StateCacheBytes, spec.DefaultStateCacheByteSizeLimit)
+	setDefault(&c.TimerCountLimit, spec.DefaultTimerStoreCountLimit)
+	setDefault(&c.TimerBytesLimit, spec.DefaultTimerStoreByteSizeLimit)
+}
+
+// setDefault sets *v to def if *v is not positive.
+func setDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
 	}
 }
 

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 
@@ -8,17 +9,26 @@ import (
 	"github.com/weir-stream/weir/store"
 )
 
-// stateManager holds the per-key states touched in the current epoch: it
-// loads a state from the states table on first use, caches the decoded
-// value, and writes every changed state into the epoch transaction. Empty
-// values are written as deletions (empty = absent).
+// stateManager holds a job's per-key states: it loads a state from the
+// states table on first use, caches the decoded value, and writes every
+// state changed in an epoch into the epoch transaction. Empty values are
+// written as deletions (empty = absent).
+//
+// The cache survives epochs, bounded by limit bytes (the computation's
+// state_cache_byte_size_limit): after each commit the least recently used
+// clean entries are evicted until the cache fits, and are simply loaded
+// again when next used. An entry changed in the current epoch is never
+// evicted before its commit. Invariant: a cached value equals the committed
+// one, or the pending one of the current epoch (dirty).
 type stateManager struct {
-	st   store.Store
-	comp string
-	// cache survives epochs: a key's state is reloaded only after the job
-	// restarts. Invariant: a cached value equals the committed one, or the
-	// pending one of the current epoch (dirty).
+	st    store.Store
+	comp  string
+	limit int
+
 	cache map[stateRef]*stateEntry
+	// lru orders cached entries by last use, most recent at the front.
+	lru   list.List
+	bytes int
 	dirty []*stateEntry
 }
 
@@ -28,25 +38,30 @@ type stateRef struct {
 }
 
 type stateEntry struct {
+	ref     stateRef
 	key     weir.Key
-	name    string
 	value   any
 	present bool
-	// committed is the value before this epoch, restored if the epoch fails.
-	committed        any
-	committedPresent bool
-	isDirty          bool
-	empty            bool
-	encode           func(any) ([]byte, error)
+	isDirty bool
+	empty   bool
+	encode  func(any) ([]byte, error)
+	// size estimates the entry's memory: its key and name, and the encoded
+	// size of its value (as loaded, or as last written).
+	size int
+	elem *list.Element
 }
 
-func newStateManager(st store.Store, comp string) *stateManager {
-	return &stateManager{st: st, comp: comp, cache: map[stateRef]*stateEntry{}}
+// entryOverhead is a rough per-entry cost of the map, list and struct.
+const entryOverhead = 160
+
+func newStateManager(st store.Store, comp string, limit int) *stateManager {
+	return &stateManager{st: st, comp: comp, limit: limit, cache: map[stateRef]*stateEntry{}}
 }
 
 func (m *stateManager) load(ctx context.Context, k weir.Key, name string, decode func([]byte) (any, error)) (any, error) {
 	ref := stateRef{k.Encoded, name}
 	if e, ok := m.cache[ref]; ok {
+		m.lru.MoveToFront(e.elem)
 		if !e.present {
 			return nil, nil
 		}
@@ -56,7 +71,7 @@ func (m *stateManager) load(ctx context.Context, k weir.Key, name string, decode
 	if err != nil {
 		return nil, fmt.Errorf("load state %s: %w", name, err)
 	}
-	e := &stateEntry{key: k, name: name}
+	e := &stateEntry{ref: ref, key: k}
 	if ok {
 		v, err := decode(b)
 		if err != nil {
@@ -64,19 +79,26 @@ func (m *stateManager) load(ctx context.Context, k weir.Key, name string, decode
 		}
 		e.value, e.present = v, true
 	}
-	e.committed, e.committedPresent = e.value, e.present
-	m.cache[ref] = e
+	m.insert(e, len(b))
 	return e.value, nil
+}
+
+func (m *stateManager) insert(e *stateEntry, valueSize int) {
+	e.size = entryOverhead + len(e.ref.key) + len(e.ref.name) + valueSize
+	e.elem = m.lru.PushFront(e)
+	m.cache[e.ref] = e
+	m.bytes += e.size
 }
 
 func (m *stateManager) store(k weir.Key, name string, v any, empty bool, encode func(any) ([]byte, error)) {
 	ref := stateRef{k.Encoded, name}
 	e, ok := m.cache[ref]
 	if !ok {
-		// Written without being read: its committed value is unknown, so a
-		// failed epoch must drop it from the cache rather than restore it.
-		e = &stateEntry{key: k, name: name, committedPresent: false, committed: unknownState}
-		m.cache[ref] = e
+		// Written without being read: its size is known at sync.
+		e = &stateEntry{ref: ref, key: k}
+		m.insert(e, 0)
+	} else {
+		m.lru.MoveToFront(e.elem)
 	}
 	e.value, e.present, e.empty, e.encode = v, !empty, empty, encode
 	if !e.isDirty {
@@ -85,15 +107,13 @@ func (m *stateManager) store(k weir.Key, name string, v any, empty bool, encode 
 	}
 }
 
-// unknownState marks a cache entry whose committed value was never loaded.
-var unknownState = new(int)
-
 // sync writes the dirty states into txn.
 func (m *stateManager) sync(txn *store.Txn) error {
 	for _, e := range m.dirty {
-		key := stateKey(m.comp, e.key, e.name)
+		key := stateKey(m.comp, e.key, e.ref.name)
 		if e.empty {
 			txn.Delete(store.States, key)
+			m.resize(e, 0)
 			continue
 		}
 		b, err := e.encode(e.value)
@@ -101,28 +121,38 @@ func (m *stateManager) sync(txn *store.Txn) error {
 			return err
 		}
 		txn.Put(store.States, key, b)
+		m.resize(e, len(b))
 	}
 	return nil
 }
 
-// committed marks the dirty states as committed.
+func (m *stateManager) resize(e *stateEntry, valueSize int) {
+	size := entryOverhead + len(e.ref.key) + len(e.ref.name) + valueSize
+	m.bytes += size - e.size
+	e.size = size
+}
+
+// committed marks the dirty states as committed, then evicts the least
+// recently used entries while the cache is above its limit.
 func (m *stateManager) committed() {
 	for _, e := range m.dirty {
 		e.isDirty = false
-		e.committed, e.committedPresent = e.value, e.present
 	}
 	m.dirty = m.dirty[:0]
+	for m.limit > 0 && m.bytes > m.limit {
+		back := m.lru.Back()
+		if back == nil {
+			break
+		}
+		e := back.Value.(*stateEntry)
+		if e.isDirty {
+			break // cannot happen after the loop above; kept for safety
+		}
+		m.lru.Remove(back)
+		delete(m.cache, e.ref)
+		m.bytes -= e.size
+	}
 }
 
-// rollback restores the cache to the committed values after a failed epoch.
-func (m *stateManager) rollback() {
-	for _, e := range m.dirty {
-		if e.committed == unknownState {
-			delete(m.cache, stateRef{e.key.Encoded, e.name})
-			continue
-		}
-		e.isDirty = false
-		e.value, e.present = e.committed, e.committedPresent
-	}
-	m.dirty = m.dirty[:0]
-}
+// cached returns the number of cached entries and their estimated bytes.
+func (m *stateManager) cached() (int, int) { return len(m.cache), m.bytes }

@@ -16,6 +16,9 @@ const (
 	DefaultEmptyBatchBackoff        = Duration(250 * time.Millisecond)
 	DefaultOutputStoreCountLimit    = 100_000
 	DefaultOutputStoreByteSizeLimit = 256 << 20 // 256 MiB
+	DefaultStateCacheByteSizeLimit  = 16 << 20  // 16 MiB per job
+	DefaultTimerStoreCountLimit     = 250_000
+	DefaultTimerStoreByteSizeLimit  = 100 << 20 // 100 MiB per job
 
 	DefaultTotalQueueBytesLimit       = 100 << 20 // 100 MiB
 	DefaultSuspendDestructionDuration = Duration(10 * time.Second)
@@ -204,6 +207,20 @@ type Computation struct {
 	// computation stops taking input. Default 256 MiB (Flow: 100 GiB, sized
 	// for a cluster); must be positive.
 	OutputStoreByteSizeLimit int64 `yson:"output_store_byte_size_limit,omitempty" yaml:"output_store_byte_size_limit,omitempty"`
+	// StateCacheByteSizeLimit bounds the memory each job of the computation
+	// spends caching decoded per-key states between epochs (estimated from
+	// the encoded sizes). Beyond it the least recently used states are
+	// dropped from memory after a commit and read again from the store when
+	// next used. Default 16 MiB per job (Flow shares one state cache per
+	// worker: /dynamic_spec/job_tracker/state_cache); must be positive.
+	StateCacheByteSizeLimit int64 `yson:"state_cache_byte_size_limit,omitempty" yaml:"state_cache_byte_size_limit,omitempty"`
+	// TimerStoreCountLimit and TimerStoreByteSizeLimit bound the active timers
+	// of one partition (all of them are held in memory): a job that would
+	// hold more fails with an error naming the limit ("too many timers"), as
+	// Flow's does. Defaults 250,000 timers and 100 MiB (as in Flow); must be
+	// positive.
+	TimerStoreCountLimit    int64 `yson:"timer_store_count_limit,omitempty" yaml:"timer_store_count_limit,omitempty"`
+	TimerStoreByteSizeLimit int64 `yson:"timer_store_byte_size_limit,omitempty" yaml:"timer_store_byte_size_limit,omitempty"`
 	// EmptyBatchBackoff is the pause after an epoch found no input, or was
 	// blocked by backpressure, before the next fetch. Default 250ms (as in
 	// Flow); must be positive so that an idle job does not spin.
@@ -404,6 +421,15 @@ func (c *Computation) SetDefaults() {
 	}
 	if c.EmptyBatchBackoff == 0 {
 		c.EmptyBatchBackoff = DefaultEmptyBatchBackoff
+	}
+	if c.StateCacheByteSizeLimit == 0 {
+		c.StateCacheByteSizeLimit = DefaultStateCacheByteSizeLimit
+	}
+	if c.TimerStoreCountLimit == 0 {
+		c.TimerStoreCountLimit = DefaultTimerStoreCountLimit
+	}
+	if c.TimerStoreByteSizeLimit == 0 {
+		c.TimerStoreByteSizeLimit = DefaultTimerStoreByteSizeLimit
 	}
 	for _, s := range c.Sinks {
 		if s != nil && s.AtMostOnceStrategy != nil {

@@ -503,6 +503,9 @@ func TestDefaults(t *testing.T) {
 		OutputStoreCountLimit:    100_000,
 		OutputStoreByteSizeLimit: 256 << 20,
 		EmptyBatchBackoff:        Duration(250 * time.Millisecond),
+		StateCacheByteSizeLimit:  16 << 20,
+		TimerStoreCountLimit:     250_000,
+		TimerStoreByteSizeLimit:  100 << 20,
 	}
 	if !reflect.DeepEqual(*c, want) {
 		t.Errorf("computation defaults:\n got %+v\nwant %+v", *c, want)

@@ -18,6 +18,9 @@ func TestCounterExactlyOnce(t *testing.T) {
 		{"swift-source", Options{SwiftReader: true}},
 		{"compact-dedup", Options{Compact: true}},
 		{"swift-relay", Options{SwiftReader: true, ExtraStage: true}},
+		// A state cache smaller than one state: every epoch reads its keys
+		// back from the store.
+		{"tiny-state-cache", Options{Keys: 200, StateCacheBytes: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()

@@ -62,6 +62,8 @@ type Options struct {
 	LostTimeout time.Duration
 	// Wrap, if set, wraps the store the engine uses (fault injection).
 	Wrap func(store.Store) store.Store
+	// StateCacheBytes bounds Counter's state cache (0: the default).
+	StateCacheBytes int
 }
 
 func (o *Options) defaults() {
@@ -151,7 +153,7 @@ func New(t testing.TB, o Options) *Harness {
 		"Counter": {
 			Code: builtin.Counter(), GroupBy: []string{"key"}, Partitions: o.CounterPartitions,
 			Mode: o.Mode, CompactDedup: o.Compact, Inputs: []string{"words"}, Outputs: []string{"counts"},
-			Batch: batch,
+			Batch: batch, StateCacheBytes: o.StateCacheBytes,
 			Sinks: []runtime.SinkPlan{{ID: "out", InputStream: "counts", New: func() (connector.Sink, error) {
 				return testconn.NewCollectSink("out"), nil
 			}}},
