@@ -190,7 +190,7 @@ func NewJob(cfg Config) (*Job, error) {
 	j.tx = newTxManager(cfg.Store, pid, cfg.Lease, c.LeaseCheckPeriod, cfg.Rand)
 	j.inputs = newInputStore(cfg.Store, c.Name, c.CompactDedup, c.Mode == ExactlyOnce && !c.Swift())
 	j.states = newStateManager(cfg.Store, c.Name, c.StateCacheBytes)
-	j.timers = newTimerStore(c.Name, c.Timers)
+	j.timers = newTimerStore(c.Name, c.Timers, c.TimerCountLimit, c.TimerBytesLimit)
 	j.box = newOutbox(cfg.Store, pid)
 	if c.Swift() {
 		j.swift = newSwiftTracker()
@@ -614,10 +614,12 @@ func (j *Job) materialize(ts store.Timestamp, emits []emitted) ([]*weir.Message,
 			n := index["\x00timer\x00"+e.stream]
 			index["\x00timer\x00"+e.stream]++
 			id := msgid.Ordered(uint64(ts), e.stream, n)
-			j.timers.add(&timerEntry{key: e.key, t: weir.Timer{
+			if err := j.timers.add(&timerEntry{key: e.key, t: weir.Timer{
 				ID: id, Stream: e.stream, Key: e.key, TriggerTimestamp: e.req.Trigger,
 				EventTimestamp: ev, SystemTimestamp: ts,
-			}})
+			}}); err != nil {
+				return nil, nil, err
+			}
 			continue
 		}
 		m := &weir.Message{Stream: e.stream, Payload: e.row}

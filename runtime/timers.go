@@ -1,9 +1,9 @@
 package runtime
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/weir-stream/weir"
@@ -18,13 +18,27 @@ import (
 // code and deleted in the same commit that records the result of processing
 // it, so a timer's effect is applied exactly once: if the epoch fails, the
 // timer is still in the table and fires again in the next job.
+//
+// Active timers are ordered by (trigger, id) in one min-heap per time type
+// (event time, system time), so finding the due ones costs O(k log n) for k
+// due timers, not a sort of every timer per epoch. Removal is lazy: a
+// removed timer stays in its heap until it reaches the top.
+//
+// The count and estimated bytes of active timers are bounded (Flow's
+// timer_store_count_limit and timer_store_byte_size_limit): registering a
+// timer beyond them fails the epoch with an error naming the limit.
 type timerStore struct {
 	comp   string
 	system map[string]bool // timer stream → fires by system time
+	// countLimit and bytesLimit bound the active timers (0: unbounded).
+	countLimit, bytesLimit int
 
 	active map[msgid.ID]*timerEntry
+	bytes  int
 	// dedup of equal (stream, key, trigger): Flow keeps the smaller event time.
 	byTrigger map[timerIdentity]msgid.ID
+	// byEvent and bySystem order the active timers of each time type.
+	byEvent, bySystem timerHeap
 
 	added   []*timerEntry
 	removed []*timerEntry
@@ -33,6 +47,13 @@ type timerStore struct {
 type timerEntry struct {
 	t   weir.Timer
 	key weir.Key
+	// gone: removed from the active set; its heap slot is dropped lazily.
+	gone bool
+}
+
+// size estimates a timer's memory: its strings and fixed fields.
+func (e *timerEntry) size() int {
+	return 96 + len(e.t.ID) + len(e.t.Stream) + len(e.key.Encoded)
 }
 
 type timerIdentity struct {
@@ -41,12 +62,13 @@ type timerIdentity struct {
 	trigger int64
 }
 
-func newTimerStore(comp string, timers map[string]TimerPlan) *timerStore {
+func newTimerStore(comp string, timers map[string]TimerPlan, countLimit, bytesLimit int) *timerStore {
 	sys := map[string]bool{}
 	for name, tp := range timers {
 		sys[name] = tp.SystemTime
 	}
-	return &timerStore{comp: comp, system: sys, active: map[msgid.ID]*timerEntry{}, byTrigger: map[timerIdentity]msgid.ID{}}
+	return &timerStore{comp: comp, system: sys, countLimit: countLimit, bytesLimit: bytesLimit,
+		active: map[msgid.ID]*timerEntry{}, byTrigger: map[timerIdentity]msgid.ID{}}
 }
 
 // load reads the persisted timers whose key hash is in [lo, hi).
@@ -70,7 +92,13 @@ func (s *timerStore) load(ctx context.Context, st store.Store, lo, hi uint64, to
 
 func (s *timerStore) insert(e *timerEntry) {
 	s.active[e.t.ID] = e
+	s.bytes += e.size()
 	s.byTrigger[identity(e)] = e.t.ID
+	if s.system[e.t.Stream] {
+		heap.Push(&s.bySystem, e)
+	} else {
+		heap.Push(&s.byEvent, e)
+	}
 }
 
 func identity(e *timerEntry) timerIdentity {
@@ -79,22 +107,38 @@ func identity(e *timerEntry) timerIdentity {
 
 // add registers a new timer (persisted at the next commit). An equal timer
 // (same stream, key and trigger) is kept once, with the smaller event time.
-func (s *timerStore) add(e *timerEntry) {
+// It fails if the partition would hold more timers than its limits allow.
+func (s *timerStore) add(e *timerEntry) error {
+	count, bytes := len(s.active)+1, s.bytes+e.size()
+	var replaced *timerEntry
 	if old, ok := s.byTrigger[identity(e)]; ok {
-		if oe := s.active[old]; oe != nil && !e.t.EventTimestamp.Before(oe.t.EventTimestamp) {
-			return
+		if oe := s.active[old]; oe != nil {
+			if !e.t.EventTimestamp.Before(oe.t.EventTimestamp) {
+				return nil
+			}
+			replaced = oe
+			count, bytes = count-1, bytes-oe.size()
 		}
-		s.remove(s.active[old])
 	}
+	if s.countLimit > 0 && count > s.countLimit {
+		return fmt.Errorf("computation %s: too many timers in memory: %d would be active, timer_store_count_limit is %d", s.comp, count, s.countLimit)
+	}
+	if s.bytesLimit > 0 && bytes > s.bytesLimit {
+		return fmt.Errorf("computation %s: too many timers in memory: %d bytes would be active, timer_store_byte_size_limit is %d", s.comp, bytes, s.bytesLimit)
+	}
+	s.remove(replaced)
 	s.insert(e)
 	s.added = append(s.added, e)
+	return nil
 }
 
 func (s *timerStore) remove(e *timerEntry) {
-	if e == nil {
+	if e == nil || e.gone {
 		return
 	}
+	e.gone = true
 	delete(s.active, e.t.ID)
+	s.bytes -= e.size()
 	if s.byTrigger[identity(e)] == e.t.ID {
 		delete(s.byTrigger, identity(e))
 	}
@@ -106,27 +150,19 @@ func (s *timerStore) remove(e *timerEntry) {
 // active set (their deletion is written at the next commit).
 func (s *timerStore) due(eventWM, systemNow time.Time, max int) []*timerEntry {
 	var out []*timerEntry
-	for _, e := range s.active {
-		wm := eventWM
-		if s.system[e.t.Stream] {
-			wm = systemNow
+	for len(out) < max {
+		ev, sys := s.byEvent.peekDue(eventWM), s.bySystem.peekDue(systemNow)
+		var e *timerEntry
+		switch {
+		case ev != nil && (sys == nil || timerLess(ev, sys)):
+			e = heap.Pop(&s.byEvent).(*timerEntry)
+		case sys != nil:
+			e = heap.Pop(&s.bySystem).(*timerEntry)
+		default:
+			return out
 		}
-		if !e.t.TriggerTimestamp.After(wm) {
-			out = append(out, e)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].t, out[j].t
-		if !a.TriggerTimestamp.Equal(b.TriggerTimestamp) {
-			return a.TriggerTimestamp.Before(b.TriggerTimestamp)
-		}
-		return a.ID < b.ID
-	})
-	if len(out) > max {
-		out = out[:max]
-	}
-	for _, e := range out {
 		s.remove(e)
+		out = append(out, e)
 	}
 	return out
 }
@@ -158,6 +194,40 @@ func (s *timerStore) committed() {
 }
 
 func (s *timerStore) count() int { return len(s.active) }
+
+func timerLess(a, b *timerEntry) bool {
+	if !a.t.TriggerTimestamp.Equal(b.t.TriggerTimestamp) {
+		return a.t.TriggerTimestamp.Before(b.t.TriggerTimestamp)
+	}
+	return a.t.ID < b.t.ID
+}
+
+// timerHeap is a min-heap of timers by (trigger, id).
+type timerHeap []*timerEntry
+
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return timerLess(h[i], h[j]) }
+func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)        { *h = append(*h, x.(*timerEntry)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return x
+}
+
+// peekDue drops removed timers from the top and returns the earliest active
+// timer if it is due at wm, else nil.
+func (h *timerHeap) peekDue(wm time.Time) *timerEntry {
+	for len(*h) > 0 && (*h)[0].gone {
+		heap.Pop(h)
+	}
+	if len(*h) == 0 || (*h)[0].t.TriggerTimestamp.After(wm) {
+		return nil
+	}
+	return (*h)[0]
+}
 
 func encodeTimer(e *timerEntry) []byte {
 	b := []byte{recordVersion}
