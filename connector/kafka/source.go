@@ -46,6 +46,13 @@ type Source struct {
 	listed int32 // partition count at Partitions, -1 before
 	seen   int32 // partition count last seen by the count check
 	first  int32 // first partition read (it reports count changes)
+
+	// groupMu serializes group commits; groupCommitted holds, per
+	// partition, the highest offset committed to group_id by any job of
+	// this process: a zombie's late report must not move the group's offset
+	// back (see commitGroup).
+	groupMu        sync.Mutex
+	groupCommitted map[int32]int64
 }
 
 // NewSource builds a KafkaSource from its spec parameters. It checks them
@@ -574,14 +581,30 @@ func (sp *sourcePartition) ReportCommitted(ctx context.Context, next connector.O
 	return nil
 }
 
-// commitGroup commits off to group_id, if set (for lag tools only).
+// commitGroup commits off to group_id, if set (for lag tools only). The
+// group offset only moves forward within this process: a job replaced
+// while it still runs (a zombie) reports after the commit, without its
+// lease, and its older offset is skipped. Commits are serialized per
+// source, so two jobs of one partition cannot interleave theirs. (A zombie
+// in another process — the distributed mode — can still commit an older
+// offset: the group offset is advisory, the pipeline's own position is in
+// its partition state.)
 func (sp *sourcePartition) commitGroup(ctx context.Context, off connector.Offset) error {
 	g := sp.s.params.GroupID
 	if g == "" || sp.adm == nil {
 		return nil
 	}
+	s := sp.s
+	s.groupMu.Lock()
+	defer s.groupMu.Unlock()
+	if s.groupCommitted == nil {
+		s.groupCommitted = map[int32]int64{}
+	}
+	if prev, ok := s.groupCommitted[sp.p]; ok && int64(off) <= prev {
+		return nil
+	}
 	os := kadm.Offsets{}
-	os.AddOffset(sp.s.params.Topic, sp.p, int64(off), -1)
+	os.AddOffset(s.params.Topic, sp.p, int64(off), -1)
 	resp, err := sp.adm.CommitOffsets(ctx, g, os)
 	if err == nil {
 		err = resp.Error()
@@ -589,6 +612,7 @@ func (sp *sourcePartition) commitGroup(ctx context.Context, off connector.Offset
 	if err != nil {
 		return fmt.Errorf("commit offset %d to group %s: %w", off, g, err)
 	}
+	s.groupCommitted[sp.p] = int64(off)
 	return nil
 }
 

@@ -348,3 +348,45 @@ func TestSourcePartitionCountChange(t *testing.T) {
 		return strings.Contains(logs.String(), "topic in now has 4 partitions; the pipeline reads partitions [0, 2)")
 	})
 }
+
+// TestGroupOffsetOnlyMovesForward: the offset committed to group_id is a
+// lag report made after the epoch commit, without the job's lease; a job
+// replaced while it still runs (a zombie) reports an older offset late,
+// and that must not move the group's offset back.
+func TestGroupOffsetOnlyMovesForward(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, map[string]int32{"in": 1})
+	plain := newClient(t, c)
+	for i := 0; i < 20; i++ {
+		produce(t, plain, &kgo.Record{Topic: "in", Value: []byte(fmt.Sprintf(`{"key":"k%d"}`, i))})
+	}
+	s := newTestSource(t, c, nil, nil, map[string]any{"group_id": "lag", "finite": false})
+	if _, err := s.Partitions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, next, current := readAll(t, s, "in/0", 0, 100)
+	defer current.Close()
+	zombie, err := s.Open(ctx, "in/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zombie.Close()
+	b, err := zombie.Read(ctx, 0, 5, 1<<20)
+	if err != nil || len(b.Records) != 5 {
+		t.Fatalf("zombie read: %d records, %v", len(b.Records), err)
+	}
+	if err := current.ReportCommitted(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if err := zombie.ReportCommitted(ctx, b.Next); err != nil {
+		t.Fatal(err)
+	}
+	offs, err := kadm.NewClient(newClient(t, c)).FetchOffsets(ctx, "lag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, ok := offs.Lookup("in", 0)
+	if !ok || o.At != int64(next) {
+		t.Fatalf("group offset = %+v (found %v), want %d: the zombie's %d moved it back", o, ok, next, b.Next)
+	}
+}

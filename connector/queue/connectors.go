@@ -146,11 +146,33 @@ func (q *Queue) RegisterConsumer(ctx context.Context, consumer string) error {
 	return q.st.Commit(ctx, txn)
 }
 
-// CommitConsumer records consumer's committed offset of partition p.
+// CommitConsumer raises consumer's committed offset of partition p to next.
+// The offset only moves forward: it is written after the pipeline's epoch
+// commit and without its lease, so a zombie job reporting late must not
+// move it back. The read and the conditional write are retried while
+// another writer moves the row between them.
 func (q *Queue) CommitConsumer(ctx context.Context, consumer string, p int, next uint64) error {
-	txn := store.NewTxn()
-	txn.Put(store.Consumers, q.consumerKey(consumer, p), binary.BigEndian.AppendUint64(nil, next))
-	return q.st.Commit(ctx, txn)
+	key := q.consumerKey(consumer, p)
+	for {
+		cur, ok, err := q.st.Get(ctx, store.Consumers, key)
+		if err != nil {
+			return err
+		}
+		txn := store.NewTxn()
+		if ok {
+			if len(cur) == 8 && binary.BigEndian.Uint64(cur) >= next {
+				return nil
+			}
+			txn.CheckValue(store.Consumers, key, cur)
+		} else {
+			txn.CheckAbsent(store.Consumers, key)
+		}
+		txn.Put(store.Consumers, key, binary.BigEndian.AppendUint64(nil, next))
+		err = q.st.Commit(ctx, txn)
+		if !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+	}
 }
 
 // ConsumerOffsets returns consumer's committed offset per partition.

@@ -128,3 +128,39 @@ func TestProducerDedup(t *testing.T) {
 		t.Fatalf("queue has %d rows, want 10", n)
 	}
 }
+
+// TestConsumerOffsetOnlyMovesForward: a consumer's committed offset is a
+// lag report written after the epoch commit, without the job's lease; a
+// zombie job reporting late (an older offset) must not move it back.
+func TestConsumerOffsetOnlyMovesForward(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	q, err := Create(ctx, st, "events", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.RegisterConsumer(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, next := range []uint64{7, 3, 9, 5, 9, 1} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := q.CommitConsumer(ctx, "c", 1, next); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := q.CommitConsumer(ctx, "c", 1, 4); err != nil { // the zombie's late report
+		t.Fatal(err)
+	}
+	offs, err := q.ConsumerOffsets(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if offs[1] != 9 || offs[0] != 0 {
+		t.Fatalf("consumer offsets = %v, want [0 9]", offs)
+	}
+}
