@@ -293,6 +293,9 @@ type EpochResult struct {
 	Idle bool
 	// Inputs, Duplicates, Outputs count this epoch's messages.
 	Inputs, Duplicates, Outputs int
+	// Fetched counts the input rows taken this epoch (internal inputs or
+	// source records), before deduplication.
+	Fetched int
 }
 
 // Epoch runs one iteration, in Flow's order: apply control and watermarks,
@@ -378,6 +381,7 @@ func (j *Job) Epoch(ctx context.Context) (EpochResult, error) {
 	if srcBatch != nil {
 		msgs = j.src.messages(srcBatch, ts)
 	}
+	res.Fetched = len(msgs)
 
 	// 5. Dedup. Inputs found already processed are acknowledged at once.
 	fresh, dups, err := j.inputs.filter(ctx, msgs, j.suspect)
@@ -955,6 +959,9 @@ func (j *Job) Run(ctx context.Context) error {
 			return err
 		}
 		if !res.Idle {
+			if res.Fetched > 0 && res.Fetched < j.comp.Batch.MaxRows && j.comp.Batch.Duration > 0 {
+				j.waitToFill(ctx, j.comp.Batch.Duration)
+			}
 			continue
 		}
 		var notify <-chan struct{}
@@ -973,6 +980,31 @@ func (j *Job) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 		t.Stop()
+	}
+}
+
+// waitToFill waits, after an epoch whose batch was not full, until a full
+// batch of internal input is available or d has passed (batch_duration):
+// larger batches amortise a commit over more messages. A source job cannot
+// see what its source holds, so it waits d before reading again.
+func (j *Job) waitToFill(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		var notify <-chan struct{}
+		if j.recv != nil {
+			if j.recv.Available() >= j.comp.Batch.MaxRows {
+				return
+			}
+			notify = j.recv.Notify()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			return
+		case <-notify:
+		}
 	}
 }
 

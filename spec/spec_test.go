@@ -498,7 +498,6 @@ func TestDefaults(t *testing.T) {
 		PartitionCount:           4,
 		MaxRowsPerBatch:          1000,
 		MaxBytesPerBatch:         10 << 20,
-		BatchDuration:            Duration(time.Second),
 		LeaseCheckPeriod:         Duration(2 * time.Second), // inherited from dynamic_spec
 		OutputStoreCountLimit:    100_000,
 		OutputStoreByteSizeLimit: 256 << 20,

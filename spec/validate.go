@@ -256,7 +256,9 @@ func (v *validator) computation(id, path string, c *Computation) {
 	v.positive(joinKey(path, "state_cache_byte_size_limit"), c.StateCacheByteSizeLimit)
 	v.positive(joinKey(path, "timer_store_count_limit"), c.TimerStoreCountLimit)
 	v.positive(joinKey(path, "timer_store_byte_size_limit"), c.TimerStoreByteSizeLimit)
-	v.positiveDuration(joinKey(path, "batch_duration"), c.BatchDuration)
+	if c.BatchDuration < 0 {
+		v.add(joinKey(path, "batch_duration"), "must not be negative, got %s", c.BatchDuration)
+	}
 	v.positiveDuration(joinKey(path, "lease_check_period"), c.LeaseCheckPeriod)
 	v.positiveDuration(joinKey(path, "empty_batch_backoff"), c.EmptyBatchBackoff)
 

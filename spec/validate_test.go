@@ -132,7 +132,7 @@ func TestValidateErrors(t *testing.T) {
 		{name: "processing mode value", mutate: func(p P) { comp(p, "MyComputation").ProcessingMode = "at_least_once_consistant" }, path: "computations.MyComputation.processing_mode", contains: `(did you mean "at_least_once_consistent"?)`},
 		{name: "partition count", mutate: func(p P) { comp(p, "MyComputation").PartitionCount = 0 }, path: "computations.MyComputation.partition_count", contains: "must be positive, got 0"},
 		{name: "max bytes per batch", mutate: func(p P) { comp(p, "MyComputation").MaxBytesPerBatch = -5 }, path: "computations.MyComputation.max_bytes_per_batch", contains: "must be positive, got -5"},
-		{name: "batch duration", mutate: func(p P) { comp(p, "MyComputation").BatchDuration = 0 }, path: "computations.MyComputation.batch_duration", contains: "must be positive, got 0s"},
+		{name: "batch duration", mutate: func(p P) { comp(p, "MyComputation").BatchDuration = -1 }, path: "computations.MyComputation.batch_duration", contains: "must not be negative"},
 		{name: "lease check period", mutate: func(p P) { comp(p, "MyComputation").LeaseCheckPeriod = -1 }, path: "computations.MyComputation.lease_check_period", contains: "must be positive"},
 		{name: "output store count limit", mutate: func(p P) { comp(p, "MyComputation").OutputStoreCountLimit = 0 }, path: "computations.MyComputation.output_store_count_limit", contains: "must be positive"},
 		{name: "output store byte size limit", mutate: func(p P) { comp(p, "MyComputation").OutputStoreByteSizeLimit = 0 }, path: "computations.MyComputation.output_store_byte_size_limit", contains: "must be positive"},

@@ -276,6 +276,22 @@ func (a *attachment) Pending() int {
 	return len(b.byID)
 }
 
+func (a *attachment) Available() int {
+	b := a.box
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.generation != a.generation {
+		return 0
+	}
+	n := 0
+	for _, e := range b.entries[b.cursor:] {
+		if !e.acked && !e.fetched {
+			n++
+		}
+	}
+	return n
+}
+
 func (a *attachment) Notify() <-chan struct{} { return a.box.notify }
 
 func (a *attachment) Detach() {

@@ -92,6 +92,9 @@ type Receiver interface {
 	Ack(ids ...msgid.ID)
 	// Pending is the number of buffered unacknowledged messages.
 	Pending() int
+	// Available is the number of buffered messages this attachment has not
+	// fetched yet (what the next Fetch could return).
+	Available() int
 	// Notify returns a channel signalled when new messages arrive.
 	Notify() <-chan struct{}
 	// Detach ends this attachment; messages fetched but not acknowledged
