@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/internal/invariants"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/store"
 )
@@ -31,6 +32,9 @@ type SyncSink struct {
 	maxID   msgid.ID
 	queued  []*weir.Message
 	changed bool
+	// last is the last id distributed to this instance (checked under
+	// invariants: ids strictly increase).
+	last msgid.ID
 }
 
 // NewSyncSink returns a sync sink writing through w.
@@ -50,6 +54,8 @@ func (s *SyncSink) Init(ctx context.Context, sc SinkContext) error {
 // Distribute queues m for this epoch's transaction and acknowledges it: the
 // acknowledgement takes effect only if the transaction commits.
 func (s *SyncSink) Distribute(m *weir.Message, done func(error)) {
+	invariants.Check(s.last == "" || m.ID > s.last, "sync sink %s of %s: id %s distributed after %s", s.sc.SinkID, s.sc.PartitionID, m.ID, s.last)
+	s.last = m.ID
 	if m.ID <= s.maxID {
 		done(nil)
 		return

@@ -443,6 +443,9 @@ func (j *Job) Epoch(ctx context.Context) (EpochResult, error) {
 		res.Committed = true
 	}
 	j.lastTS = ts
+	if j.comp.Mode == ExactlyOnce && !j.comp.Swift() && j.recv != nil {
+		applied.record(j.st, string(j.cfg.Partition.ID), fresh, j.inputs.watermarks)
+	}
 	j.box.committed()
 	j.timers.committed()
 	j.states.committed()

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/internal/invariants"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/store"
 )
@@ -32,6 +33,8 @@ type outbox struct {
 	fresh []*output
 	// pendingTS tracks the SystemTimestamps of undelivered outputs.
 	pendingTS streamMins
+	// syncing is set between sync and committed (checked under invariants).
+	syncing bool
 }
 
 // output is one output message and its delivery progress.
@@ -94,7 +97,9 @@ func (o *outbox) add(m *weir.Message, dests int, persisted bool) *output {
 }
 
 // ack records that one destination acknowledged out.
+// REQUIRES: not between sync and committed.
 func (o *outbox) ack(out *output) {
+	invariants.Check(!o.syncing, "outbox of %s: ack of %s between sync and committed", o.partition, out.msg.ID)
 	if out.delivered {
 		return
 	}
@@ -117,6 +122,7 @@ func (o *outbox) ack(out *output) {
 // ones. Outputs delivered before the commit (for example to a sync sink,
 // which writes inside this very transaction) are never written.
 func (o *outbox) sync(txn *store.Txn) error {
+	o.syncing = invariants.Enabled
 	for _, id := range o.erase {
 		txn.Delete(store.OutputMessages, outboxKey(o.partition, id))
 	}
@@ -137,6 +143,7 @@ func (o *outbox) sync(txn *store.Txn) error {
 // REQUIRES: no ack was applied between sync and committed (acks are applied
 // only on the job's goroutine, at fixed points of the epoch).
 func (o *outbox) committed() {
+	o.syncing = false
 	o.erase = o.erase[:0]
 	for _, out := range o.fresh {
 		if out.delivered {
