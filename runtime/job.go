@@ -274,12 +274,16 @@ func (j *Job) Init(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		dests, err := j.destinations(msgs)
+		if err != nil {
+			return fmt.Errorf("job %s: outbox: %w", p.ID, err)
+		}
 		for _, m := range msgs {
 			j.register(m, true)
 		}
 		// Reloaded outputs may have reached their receivers in an earlier
 		// life of this partition: they must be deduplicated there.
-		j.distribute(msgs, func(*weir.Message) bool { return true })
+		j.distribute(msgs, dests, func(*weir.Message) bool { return true })
 	}
 	j.report(false)
 	return nil
@@ -344,7 +348,9 @@ func (j *Job) Epoch(ctx context.Context) (EpochResult, error) {
 		}
 	}
 	if !blocked && j.recv != nil {
-		msgs = j.fetchInputs()
+		if msgs, err = j.fetchInputs(); err != nil {
+			return res, err
+		}
 	}
 	var fired []*timerEntry
 	if len(j.comp.Timers) > 0 && !ctl.Draining && !blocked {
@@ -406,6 +412,10 @@ func (j *Job) Epoch(ctx context.Context) (EpochResult, error) {
 	if err != nil {
 		return res, err
 	}
+	dests, err := j.destinations(outs)
+	if err != nil {
+		return res, err
+	}
 	res.Outputs = len(outs)
 	if j.swift != nil {
 		j.swift.track(fresh, outs, lineage)
@@ -460,7 +470,7 @@ func (j *Job) Epoch(ctx context.Context) (EpochResult, error) {
 	for _, s := range j.sinks {
 		s.sink.Commit(ctx)
 	}
-	j.distribute(outs, j.outputSuspect(outs, lineage))
+	j.distribute(outs, dests, j.outputSuspect(outs, lineage))
 	if j.recv != nil && !j.comp.Swift() {
 		j.recv.Ack(ids(fresh)...)
 	}
@@ -487,8 +497,11 @@ func (j *Job) sinksPending() bool {
 
 // fetchInputs takes a batch from the transport and computes each message's
 // key under this computation's group_by. The message struct is copied: the
-// sender keeps its own.
-func (j *Job) fetchInputs() []*weir.Message {
+// sender keeps its own. A message whose key cannot be computed fails the
+// epoch, naming it: grouping it under some other key would silently change
+// results. (Senders check their outputs' keys before they commit them, so
+// this happens only to data written before that check existed.)
+func (j *Job) fetchInputs() ([]*weir.Message, error) {
 	raw := j.recv.Fetch(j.comp.Batch.MaxRows, j.comp.Batch.MaxBytes)
 	out := make([]*weir.Message, 0, len(raw))
 	for _, d := range raw {
@@ -499,14 +512,12 @@ func (j *Job) fetchInputs() []*weir.Message {
 		cp := *m
 		k, err := j.comp.KeyOf(cp.Payload)
 		if err != nil {
-			// A message whose key cannot be computed is a user error upstream;
-			// it is processed under the empty key rather than lost.
-			j.cfg.Logf("%s: message %s: %v; using the empty key", j.cfg.Partition.ID, m.ID, err)
+			return nil, fmt.Errorf("job %s: input %s on stream %s: %w", j.cfg.Partition.ID, m.ID, m.Stream, err)
 		}
 		cp.Key = k
 		out = append(out, &cp)
 	}
-	return out
+	return out, nil
 }
 
 func ids(msgs []*weir.Message) []msgid.ID {
@@ -756,21 +767,41 @@ func (j *Job) outputSuspect(outs []*weir.Message, lineage [][]*weir.Message) fun
 	return func(m *weir.Message) bool { return sus[m.ID] }
 }
 
-// distribute offers outputs to the downstream partitions that read them;
-// maybeDup says which may have been delivered before.
-func (j *Job) distribute(outs []*weir.Message, maybeDup func(*weir.Message) bool) {
-	for _, m := range outs {
-		dup := maybeDup(m)
-		size := 0
-		for _, r := range j.routes[m.Stream] {
-			if size == 0 {
-				size = messageSize(m) // once per output, not per destination or retry
-			}
+// destinations computes, before an epoch commits its outputs, the
+// receiving partition of each output for every computation reading its
+// stream (index-aligned with outs). An output lacking a column its
+// receiver groups by fails the epoch, naming the output, the computation
+// and the column: the user code must be fixed, and nothing is committed.
+func (j *Job) destinations(outs []*weir.Message) ([][]transport.PartitionID, error) {
+	dests := make([][]transport.PartitionID, len(outs))
+	for i, m := range outs {
+		routes := j.routes[m.Stream]
+		if len(routes) == 0 {
+			continue
+		}
+		d := make([]transport.PartitionID, len(routes))
+		for ri, r := range routes {
 			k, err := r.KeyOf(m.Payload)
 			if err != nil {
-				j.cfg.Logf("%s: output %s to %s: %v; routing by the empty key", j.cfg.Partition.ID, m.ID, r.Name, err)
+				return nil, fmt.Errorf("computation %s: output %s on stream %s cannot be routed to %s: %w", j.comp.Name, m.ID, m.Stream, r.Name, err)
 			}
-			dest := KeyedPartitionID(r.Name, PartitionIndex(k.Hash, r.Partitions))
+			d[ri] = KeyedPartitionID(r.Name, PartitionIndex(k.Hash, r.Partitions))
+		}
+		dests[i] = d
+	}
+	return dests, nil
+}
+
+// distribute offers outputs to the downstream partitions dests names
+// (from destinations); maybeDup says which may have been delivered before.
+func (j *Job) distribute(outs []*weir.Message, dests [][]transport.PartitionID, maybeDup func(*weir.Message) bool) {
+	for i, m := range outs {
+		if len(dests[i]) == 0 {
+			continue
+		}
+		dup := maybeDup(m)
+		size := messageSize(m) // once per output, not per destination or retry
+		for _, dest := range dests[i] {
 			j.offer(pendingOffer{msg: m, size: size, dest: dest, ack: j.downstreamAck(m), maybeDup: dup})
 		}
 	}

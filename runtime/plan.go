@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weir-stream/weir"
@@ -235,11 +236,18 @@ func (p *Plan) Upstream(c *CompPlan) []*CompPlan {
 	return out
 }
 
-// KeyOf computes the grouping key of payload under c's group_by columns.
+// KeyOf computes the grouping key of payload under c's group_by columns. A
+// column absent from payload is an error naming it (a present null value is
+// a valid key part): grouping rows that lack the key under one shared key
+// would silently merge them.
 func (c *CompPlan) KeyOf(payload weir.Row) (weir.Key, error) {
 	vals := make([]any, len(c.GroupBy))
 	for i, col := range c.GroupBy {
-		vals[i] = payload[col]
+		v, ok := payload[col]
+		if !ok {
+			return weir.Key{}, fmt.Errorf("computation %s groups by %q, which the row lacks (columns: %s)", c.Name, col, columnList(payload))
+		}
+		vals[i] = v
 	}
 	enc, err := codec.AppendKey(nil, vals...)
 	if err != nil {
@@ -254,6 +262,19 @@ func (c *CompPlan) KeyOf(payload weir.Row) (weir.Key, error) {
 	}
 	k.Hash = codec.Hash64(enc)
 	return k, nil
+}
+
+// columnList lists a row's column names, sorted, for error messages.
+func columnList(r weir.Row) string {
+	names := make([]string, 0, len(r))
+	for k := range r {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	if len(names) > 10 {
+		names = append(names[:10], fmt.Sprintf("… %d more", len(names)-10))
+	}
+	return strings.Join(names, ", ")
 }
 
 // PartitionIndex returns which of n equal hash ranges holds hash.

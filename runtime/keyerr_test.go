@@ -1,0 +1,59 @@
+package runtime
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/clock"
+	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/transport"
+)
+
+// TestOutputWithoutReceiverKeyFailsEpoch: an output lacking a column its
+// receiving computation groups by must not be routed under some default
+// key (every such row would be counted under one key). The epoch fails
+// before it commits, naming the output, the receiver and the column.
+func TestOutputWithoutReceiverKeyFailsEpoch(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st := openStore(t, clk)
+	drop := weir.Transform(func(_ weir.Context, m *weir.Message, out weir.Output) error {
+		return out.Add("s", weir.Row{"user": m.Payload["key"]}) // "key" renamed: B cannot group
+	})
+	noop := weir.Transform(func(weir.Context, *weir.Message, weir.Output) error { return nil })
+	plan := &Plan{Computations: map[string]*CompPlan{
+		"A": {Code: drop, GroupBy: []string{"key"}, Partitions: 1, Inputs: []string{"in"}, Outputs: []string{"s"}},
+		"B": {Code: noop, GroupBy: []string{"key"}, Partitions: 2, Inputs: []string{"s"}},
+	}}
+	if err := plan.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := st.CreateLease(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := transport.NewHub(0)
+	part := KeyedPartitionID("A", 0)
+	j, err := NewJob(Config{Plan: plan, Comp: plan.Computations["A"], Partition: PartitionSpec{ID: part, ToEnd: true},
+		JobID: "a", Lease: lease, Store: st, Hub: hub, Board: NewBoard(), Rand: rand.New(rand.NewPCG(1, 1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := st.Timestamp(ctx)
+	hub.Offer(transport.SenderToken{}, part, &weir.Message{ID: msgid.Ordered(uint64(ts), "in", 0), Stream: "in",
+		SystemTimestamp: ts, AlignmentTimestamp: ts, Payload: weir.Row{"key": "k"}}, 10, nil, false)
+	_, err = j.Epoch(ctx)
+	if err == nil || !strings.Contains(err.Error(), `groups by "key"`) || !strings.Contains(err.Error(), "routed to B") {
+		t.Fatalf("epoch emitting an unroutable output: %v", err)
+	}
+	if n, _, err := countOutbox(ctx, st, part); err != nil || n != 0 {
+		t.Fatalf("outbox holds %d rows (%v): the failed epoch committed", n, err)
+	}
+}
