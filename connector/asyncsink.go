@@ -99,7 +99,6 @@ type OrderedAsyncSink struct {
 	stop        context.CancelFunc
 	loopDone    chan struct{}
 	attempts    int
-	lastAttempt time.Time
 }
 
 type asyncReq struct {

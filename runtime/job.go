@@ -11,7 +11,6 @@ import (
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/connector"
-	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/transport"
@@ -121,11 +120,6 @@ type Job struct {
 type sinkInstance struct {
 	plan SinkPlan
 	sink connector.Sink
-}
-
-// destination is a downstream partition an output must reach.
-type destination struct {
-	partition transport.PartitionID
 }
 
 type pendingOffer struct {
@@ -884,7 +878,7 @@ func (j *Job) report(idle bool) {
 	for k, v := range j.inputs.watermarks {
 		s.AppliedInputWM[k] = v
 	}
-	mins := map[string]store.Timestamp{}
+	var mins map[string]store.Timestamp
 	if j.swift != nil {
 		mins = j.swift.minSystemTimestamp()
 	} else {
@@ -1041,9 +1035,6 @@ func (j *Job) waitToFill(ctx context.Context, d time.Duration) {
 		}
 	}
 }
-
-// encodeOffset is the partition-state encoding of an offset.
-func encodeOffset(o connector.Offset) []byte { return codec.AppendUint64BE(nil, uint64(o)) }
 
 func b2u(b bool) uint64 {
 	if b {

@@ -13,7 +13,6 @@ import (
 type tsMultiset struct {
 	counts map[store.Timestamp]int
 	h      tsHeap
-	n      int
 }
 
 func (m *tsMultiset) add(ts store.Timestamp) {
@@ -24,7 +23,6 @@ func (m *tsMultiset) add(ts store.Timestamp) {
 		heap.Push(&m.h, ts)
 	}
 	m.counts[ts]++
-	m.n++
 }
 
 // remove takes one ts out; removing an absent value is a no-op.
@@ -33,7 +31,6 @@ func (m *tsMultiset) remove(ts store.Timestamp) {
 	if c == 0 {
 		return
 	}
-	m.n--
 	if c == 1 {
 		delete(m.counts, ts)
 		return
@@ -51,8 +48,6 @@ func (m *tsMultiset) min() (store.Timestamp, bool) {
 	}
 	return 0, false
 }
-
-func (m *tsMultiset) len() int { return m.n }
 
 type tsHeap []store.Timestamp
 

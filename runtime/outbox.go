@@ -45,9 +45,6 @@ type output struct {
 	remaining int
 	persisted bool
 	delivered bool
-	// pending lists the downstream partitions still to be offered the
-	// message (refused by a full buffer, or not yet tried).
-	pending []destination
 }
 
 func newOutbox(st store.Store, partition string) *outbox {

@@ -95,7 +95,6 @@ func groupTransactCounter(b *testing.B, f *e2e) {
 		kgo.ConsumeTopics("events"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(),
 		kgo.DefaultProduceTopic("counts"),
 	)
 	if err != nil {

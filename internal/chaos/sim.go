@@ -46,7 +46,7 @@ type Options struct {
 type sabotage int
 
 const (
-	noSabotage sabotage = iota
+	_ sabotage = iota // no sabotage
 	// sabotageAcceptZombies commits a zombie's transaction without its
 	// lease prerequisite: a broken fence (C5, and C1 or C2).
 	sabotageAcceptZombies

@@ -86,7 +86,7 @@ func TestAppendRowJSON(t *testing.T) {
 		{nil, `{}`},
 		{map[string]any{"b": int64(-2), "a": uint64(math.MaxUint64), "c": nil, "d": true}, `{"a":18446744073709551615,"b":-2,"c":null,"d":true}`},
 		{map[string]any{"i": int(1), "j": int32(-1), "u": uint32(7)}, `{"i":1,"j":-1,"u":7}`},
-		{map[string]any{"f": 1.0, "g": -0.0, "h": math.Copysign(0, -1), "k": 1.5, "l": 1e21, "m": 1e20, "n": 1e-7, "o": 123456789.0}, `{"f":1.0,"g":0.0,"h":-0.0,"k":1.5,"l":1e+21,"m":100000000000000000000.0,"n":1e-7,"o":123456789.0}`},
+		{map[string]any{"f": 1.0, "g": 0.0, "h": math.Copysign(0, -1), "k": 1.5, "l": 1e21, "m": 1e20, "n": 1e-7, "o": 123456789.0}, `{"f":1.0,"g":0.0,"h":-0.0,"k":1.5,"l":1e+21,"m":100000000000000000000.0,"n":1e-7,"o":123456789.0}`},
 		{map[string]any{"f32": float32(0.5)}, `{"f32":0.5}`},
 		{map[string]any{"s": "<&>\"\\\n\t\x01\u2028é\xff"}, `{"s":"<&>\"\\\n\t\u0001\u2028é\ufffd"}`},
 		{map[string]any{"b": []byte("hi!"), "e": []byte{}}, `{"b":"aGkh","e":""}`},

@@ -98,8 +98,6 @@ func b2i(b bool) int {
 	return 0
 }
 
-func sign(x int) int { return cmp.Compare(x, 0) }
-
 // TestKeyOrderSameType is the order property for single values: for random
 // pairs of one type, bytes.Compare of the encodings equals the comparison of
 // the values (equal values, equal keys).
