@@ -182,6 +182,11 @@ type faultStore struct {
 	*faultinject.LeaseAudit
 	sim  *sim
 	life *life
+
+	// held are attempts answered "outcome unknown" that have not reached
+	// the store yet; they land at a later commit of the same life.
+	heldMu sync.Mutex
+	held   []*store.Txn
 }
 
 func newFaultStore(st store.Store, s *sim, l *life) *faultStore {
@@ -237,10 +242,18 @@ func (f *faultStore) Commit(ctx context.Context, txn *store.Txn) (err error) {
 		s.stats.add(func(st *Stats) { st.ZombieAttempts++ })
 	}
 	part := epochPartition(txn)
-	mode := 0 // 0 normal, 1 apply then report ambiguous, 2 drop and report ambiguous
+	mode := 0 // 0 normal, 1 apply then report ambiguous, 2 drop and report ambiguous, 3 hold and land later
 	if part != "" && !zombie && s.sc.Faults.Ambiguous &&
 		decide(s.sc.Seed, "ambiguous", part, s.passages.next("ambiguous|"+part), s.sc.AmbiguousProb) && s.ambiguousBudget.take() {
-		mode = 1 + int(s.passages.next("ambiguous-mode")%2)
+		mode = 1 + int(s.passages.next("ambiguous-mode")%3)
+	}
+	f.landHeld(ctx)
+	if mode == 3 {
+		f.heldMu.Lock()
+		f.held = append(f.held, txn.Clone())
+		f.heldMu.Unlock()
+		s.stats.add(func(st *Stats) { st.AmbiguousLate++ })
+		return &store.AmbiguousError{Err: errors.New("chaos: no answer; the commit is still on its way")}
 	}
 	if mode == 2 {
 		s.stats.add(func(st *Stats) { st.AmbiguousLost++ })
@@ -267,6 +280,26 @@ func (f *faultStore) Commit(ctx context.Context, txn *store.Txn) (err error) {
 		return &store.AmbiguousError{Err: errors.New("chaos: acknowledgement of an applied commit lost")}
 	}
 	return err
+}
+
+// landHeld lets the held attempts land now, half of the time (so some
+// land only after several more commits).
+func (f *faultStore) landHeld(ctx context.Context) {
+	f.heldMu.Lock()
+	if len(f.held) == 0 || f.sim.passages.next("late-landing")%2 == 0 {
+		f.heldMu.Unlock()
+		return
+	}
+	held := f.held
+	f.held = nil
+	f.heldMu.Unlock()
+	for _, txn := range held {
+		if err := f.Store.Commit(context.WithoutCancel(ctx), txn); err == nil {
+			f.sim.stats.add(func(st *Stats) { st.LateApplied++ })
+		} else {
+			f.sim.stats.add(func(st *Stats) { st.LateRejected++ })
+		}
+	}
 }
 
 // rebuild copies txn, with its lease prerequisites if leases is set, keeping

@@ -15,7 +15,7 @@ func (r *Result) Summary() string {
 	s := r.Stats
 	return fmt.Sprintf("seed %d: %d msgs → %d outputs in %.1fs [%s, sink %s]; faults %d (crash %d, zombie %d, worker-loss %d, ambiguous %d, ack-lost %d, redelivered %d, store-error %d, power-loss %d); lost %d dup %d unexpected %d; C3 %d C4 %d; zombie writes %d/%d",
 		r.Scenario.Seed, r.Scenario.Messages, r.Outputs, r.Elapsed.Seconds(), r.Scenario.Faults, sinkName(r.Scenario.AsyncSink),
-		s.FaultTotal(), s.CrashTotal(), s.ZombieEpisodes, s.WorkerLosses, s.AmbiguousApplied+s.AmbiguousLost,
+		s.FaultTotal(), s.CrashTotal(), s.ZombieEpisodes, s.WorkerLosses, s.AmbiguousApplied+s.AmbiguousLost+s.AmbiguousLate,
 		s.AcksLost, s.Redeliveries, s.StoreErrors, s.PowerLosses, r.Lost, r.Duplicated, r.Unexpected, r.C3, r.C4,
 		s.ZombieAttempts, s.ZombieAccepted)
 }
@@ -123,7 +123,8 @@ func (f *Figures) Markdown(w io.Writer, build, command string, wall time.Duratio
 	row("F2/F8 lost workers (heartbeats stop, jobs move)", "%d", s.WorkerLosses)
 	row("F3 WAL write/fsync errors (store broken → process restart)", "%d (%d armed but not reached)", s.StoreErrors, s.StoreErrNotFired)
 	row("F1/F3 power losses (unsynced data dropped → restart)", "%d", s.PowerLosses)
-	row("F4 ambiguous commits", "%d (%d applied, %d not applied; all resolved by the partition_transactions row)", s.AmbiguousApplied+s.AmbiguousLost, s.AmbiguousApplied, s.AmbiguousLost)
+	row("F4 ambiguous commits", "%d (%d applied, %d not applied, %d landing late: %d applied before any retry, %d rejected by the guard; all resolved by the partition_transactions row)",
+		s.AmbiguousApplied+s.AmbiguousLost+s.AmbiguousLate, s.AmbiguousApplied, s.AmbiguousLost, s.AmbiguousLate, s.LateApplied, s.LateRejected)
 	row("Transport: lost acks / redeliveries", "%d / %d", s.AcksLost, s.Redeliveries)
 	row("Process restarts (simulated)", "%d", s.Restarts)
 	names := make([]string, 0, len(f.Sinks))

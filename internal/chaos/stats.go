@@ -21,13 +21,18 @@ type Stats struct {
 	WorkerLosses     int
 	AmbiguousApplied int
 	AmbiguousLost    int
-	AcksLost         int
-	Redeliveries     int
-	StoreErrors      int // WAL write/fsync errors that broke the store (process restarts)
-	StoreErrNotFired int
-	PowerLosses      int
-	PebblePanics     int // Pebble panicked on a failed WAL: a process crash
-	Restarts         int // process restarts (store errors + power losses)
+	// AmbiguousLate: attempts answered "outcome unknown" and held back, to
+	// land later after other commits (a networked store's delayed commit);
+	// LateApplied / LateRejected: how their landings went (a late attempt
+	// may apply only if no other attempt of its epoch did).
+	AmbiguousLate, LateApplied, LateRejected int
+	AcksLost                                 int
+	Redeliveries                             int
+	StoreErrors                              int // WAL write/fsync errors that broke the store (process restarts)
+	StoreErrNotFired                         int
+	PowerLosses                              int
+	PebblePanics                             int // Pebble panicked on a failed WAL: a process crash
+	Restarts                                 int // process restarts (store errors + power losses)
 
 	// C5: zombie writes.
 	ZombieAttempts, ZombieAccepted, ZombieRejected int
@@ -61,6 +66,9 @@ func (s *Stats) Add(o Stats) {
 	s.WorkerLosses += o.WorkerLosses
 	s.AmbiguousApplied += o.AmbiguousApplied
 	s.AmbiguousLost += o.AmbiguousLost
+	s.AmbiguousLate += o.AmbiguousLate
+	s.LateApplied += o.LateApplied
+	s.LateRejected += o.LateRejected
 	s.AcksLost += o.AcksLost
 	s.Redeliveries += o.Redeliveries
 	s.StoreErrors += o.StoreErrors
@@ -90,7 +98,7 @@ func (s Stats) CrashTotal() int {
 
 // FaultTotal is the number of injected faults of every type.
 func (s Stats) FaultTotal() int {
-	return s.CrashTotal() + s.ZombieEpisodes + s.WorkerLosses + s.AmbiguousApplied + s.AmbiguousLost +
+	return s.CrashTotal() + s.ZombieEpisodes + s.WorkerLosses + s.AmbiguousApplied + s.AmbiguousLost + s.AmbiguousLate +
 		s.AcksLost + s.Redeliveries + s.StoreErrors + s.PowerLosses
 }
 
@@ -208,9 +216,9 @@ func Percentile(ds []time.Duration, q float64) time.Duration {
 
 // String is a compact account of the injected faults and observations.
 func (s Stats) String() string {
-	return fmt.Sprintf("crashes %v; zombies %d (expired %d, not reached %d); worker losses %d; ambiguous %d applied, %d lost; acks lost %d; redeliveries %d; store errors %d (not reached %d); power losses %d; Pebble panics %d; restarts %d; zombie writes %d attempted, %d accepted, %d rejected; snapshots %d checked, %d discarded; rows observed %d; exposures %d; recoveries %d job, %d process",
+	return fmt.Sprintf("crashes %v; zombies %d (expired %d, not reached %d); worker losses %d; ambiguous %d applied, %d lost, %d late (%d landed, %d rejected); acks lost %d; redeliveries %d; store errors %d (not reached %d); power losses %d; Pebble panics %d; restarts %d; zombie writes %d attempted, %d accepted, %d rejected; snapshots %d checked, %d discarded; rows observed %d; exposures %d; recoveries %d job, %d process",
 		s.Crashes, s.ZombieEpisodes, s.ZombiesExpired, s.ZombiesNotFired, s.WorkerLosses, s.AmbiguousApplied, s.AmbiguousLost,
-		s.AcksLost, s.Redeliveries, s.StoreErrors, s.StoreErrNotFired, s.PowerLosses, s.PebblePanics, s.Restarts,
+		s.AmbiguousLate, s.LateApplied, s.LateRejected, s.AcksLost, s.Redeliveries, s.StoreErrors, s.StoreErrNotFired, s.PowerLosses, s.PebblePanics, s.Restarts,
 		s.ZombieAttempts, s.ZombieAccepted, s.ZombieRejected, s.Polls, s.Discarded, s.Observations, s.Exposures,
 		len(s.JobRecovery), len(s.RestartRecovery))
 }
