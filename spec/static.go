@@ -50,10 +50,11 @@ var dynamicKeys = map[reflect.Type]map[string]bool{
 
 // StaticSpec is the canonical form of a pipeline's static spec: each leaf
 // of the static part, by its spec path (computations.Counter.partition_count),
-// holding its value as JSON text. Zero values are left out, so a key written
-// with its zero value and a key left out compare equal. Values are taken
-// after defaults, so a default written out and a default left out compare
-// equal too.
+// holding its value as JSON text. Zero values of typed fields are left out,
+// so a key written with its zero value and a key left out compare equal;
+// values are taken after defaults, so a default written out and a default
+// left out compare equal too. Raw class parameters are kept as written,
+// zero values included (a class's default for a missing key may differ).
 type StaticSpec map[string]string
 
 // Static returns p's static spec. Call it on a pipeline with defaults set
@@ -83,11 +84,23 @@ func (p *Pipeline) Static() StaticSpec {
 // flattenStatic adds the static leaves of v under path.
 func flattenStatic(out StaticSpec, path string, v reflect.Value) {
 	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface:
+	case reflect.Interface:
+		// A raw parameter value: written by the user, so present even when
+		// zero (a class's default for an absent key may differ).
+		if v.IsNil() {
+			out[path] = "null"
+			return
+		}
+		if e := v.Elem(); e.Kind() != reflect.Map {
+			out[path] = leaf(e.Interface())
+			return
+		}
+		flattenStatic(out, path, v.Elem())
+	case reflect.Pointer:
 		if v.IsNil() {
 			return
 		}
-		if v.Kind() == reflect.Pointer && v.Elem().Kind() != reflect.Struct {
+		if v.Elem().Kind() != reflect.Struct {
 			// An explicit pointer to a scalar (use_compact_input_messages):
 			// set, even to its zero value, differs from unset.
 			out[path] = leaf(v.Elem().Interface())

@@ -49,6 +49,7 @@ func TestStaticDiff(t *testing.T) {
 		{"group_by", `"group_by" = ["key"];`, `"group_by" = ["key"; "other"];`, []string{"computations.Counter.group_by"}},
 		{"processing mode", `"group_by" = ["key"];`, `"group_by" = ["key"]; "processing_mode" = "at_least_once_consistent";`, []string{"computations.Counter.processing_mode"}},
 		{"source parameter", `"finite" = %true`, `"finite" = %false`, []string{"computations.Reader.source_streams.events.parameters.finite"}},
+		{"parameter set to its zero value", `"queue_path" = "counts"`, `"queue_path" = "counts"; "compress" = %false`, []string{"computations.Counter.sinks.out.parameters.compress"}},
 		{"sink class", `"SyncQueueSink"`, `"AsyncQueueSink"`, []string{"computations.Counter.sinks.out.sink_class_name"}},
 		{"dedup table", `"group_by" = ["key"];`, `"group_by" = ["key"]; "use_compact_input_messages" = %false;`, []string{"computations.Counter.use_compact_input_messages"}},
 	} {
@@ -67,7 +68,11 @@ func TestStaticDiff(t *testing.T) {
 			}
 		})
 	}
-	// A removed stream and computation are named too, with old → new values.
+	// Changes show old → new values; a raw parameter shows its zero value.
+	if d := base.Diff(mustParse(t, ParseYSON, strings.Replace(staticBase, `"finite" = %true`, `"finite" = %false`, 1)).Static()); len(d) != 1 || d[0].String() != "computations.Reader.source_streams.events.parameters.finite: true → false" {
+		t.Errorf("finite true → false: %v", d)
+	}
+	// A schema added to a stream is named too.
 	removed := mustParse(t, ParseYSON, strings.Replace(staticBase, `"words" = {}; `, `"words" = {"schema" = [{"name" = "key"; "type" = "string"}]}; `, 1)).Static()
 	d := base.Diff(removed)
 	if len(d) != 1 || d[0].Path != "streams.words.schema" || !strings.Contains(d[0].String(), "(unset) → ") {
