@@ -16,8 +16,9 @@ import (
 )
 
 // TestSinkFailureVisible: a sink whose retries run out (an HTTP receiver
-// answering 400) stops its partition's progress, and says so in Status and
-// in the weir_sink_delivery_stopped metric, without losing the message.
+// answering 400, here forever) says so in Status and in the
+// weir_sink_delivery_stopped metric, and the pipeline does not complete
+// without the message (its job is restarted with backoff and tries again).
 func TestSinkFailureVisible(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad", http.StatusBadRequest)

@@ -49,7 +49,9 @@ type Status struct {
 	DrainingSeen bool
 	// SinkFailures maps a sink id to the error that stopped its delivery
 	// (for example an HTTP sink whose retries ran out): the partition's
-	// progress through that sink is stopped until the job restarts.
+	// progress through that sink is stopped until the job restarts, so the
+	// controller treats it as a job failure — it removes the job (aborting
+	// its lease) and restarts the partition with backoff.
 	SinkFailures map[string]string
 	// UpstreamDoneSeen echoes the control's UpstreamDone at the time of the
 	// report, so the controller knows Drained was computed after it.
