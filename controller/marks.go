@@ -189,13 +189,12 @@ func (c *Controller) computationComplete(comp *runtime.CompPlan) bool {
 			}
 		}
 	}
-	for _, id := range c.order {
-		p := c.partitions[id]
-		if p.comp != comp {
-			continue
-		}
-		st, ok := c.currentStatus(p)
-		if !ok || !st.Drained || (!comp.IsSource() && !st.UpstreamDoneSeen) {
+	sts, ok := c.compStatuses(comp)
+	if !ok {
+		return false
+	}
+	for _, st := range sts {
+		if !st.Drained || (!comp.IsSource() && !st.UpstreamDoneSeen) {
 			return false
 		}
 	}
@@ -215,14 +214,10 @@ func (c *Controller) currentStatus(p *partition) (runtime.Status, bool) {
 	return st, true
 }
 
-// writerMarks computes stream s's watermarks from the reports of comp's
-// current jobs: the minimum SystemWatermark bound, and the minimum event
-// watermark over partitions that are not idle (the maximum over idle ones
-// if all are). known is false while some partition has no report.
-// REQUIRES: c.mu held.
-func (c *Controller) writerMarks(comp *runtime.CompPlan, s string) (wm store.Timestamp, ev time.Time, known bool) {
-	first, anyActive := true, false
-	var idleMax time.Time
+// compStatuses returns the latest status of the current job of every
+// partition of comp, in layout order; ok is false while some partition has
+// none (no job, or a job that has not reported yet). REQUIRES: c.mu held.
+func (c *Controller) compStatuses(comp *runtime.CompPlan) (sts []runtime.Status, ok bool) {
 	for _, id := range c.order {
 		p := c.partitions[id]
 		if p.comp != comp {
@@ -230,12 +225,29 @@ func (c *Controller) writerMarks(comp *runtime.CompPlan, s string) (wm store.Tim
 		}
 		st, ok := c.currentStatus(p)
 		if !ok {
-			return 0, time.Time{}, false
+			return nil, false
 		}
-		if w := st.SystemWM[s]; first || w < wm {
+		sts = append(sts, st)
+	}
+	return sts, true
+}
+
+// writerMarks computes stream s's watermarks from the reports of comp's
+// current jobs: the minimum SystemWatermark bound, and the minimum event
+// watermark over partitions that are not idle (the maximum over idle ones
+// if all are). known is false while some partition has no report.
+// REQUIRES: c.mu held.
+func (c *Controller) writerMarks(comp *runtime.CompPlan, s string) (wm store.Timestamp, ev time.Time, known bool) {
+	sts, ok := c.compStatuses(comp)
+	if !ok || len(sts) == 0 {
+		return 0, time.Time{}, false
+	}
+	anyActive := false
+	var idleMax time.Time
+	for i, st := range sts {
+		if w := st.SystemWM[s]; i == 0 || w < wm {
 			wm = w
 		}
-		first = false
 		if st.EventIdle {
 			if st.EventWM.After(idleMax) {
 				idleMax = st.EventWM
@@ -246,9 +258,6 @@ func (c *Controller) writerMarks(comp *runtime.CompPlan, s string) (wm store.Tim
 			ev = st.EventWM
 		}
 		anyActive = true
-	}
-	if first {
-		return 0, time.Time{}, false // no partition (yet)
 	}
 	if !anyActive {
 		ev = idleMax
@@ -322,20 +331,13 @@ func (c *Controller) publishControls(ctx context.Context, now time.Time) {
 // has not reported): dedup rows below it are safe to delete. REQUIRES: c.mu
 // held.
 func (c *Controller) appliedWatermark(comp *runtime.CompPlan, s string) store.Timestamp {
-	var wm store.Timestamp
-	first := true
-	for _, id := range c.order {
-		p := c.partitions[id]
-		if p.comp != comp {
-			continue
-		}
-		st, ok := c.currentStatus(p)
-		if !ok {
-			return 0
-		}
-		if w := st.AppliedInputWM[s]; first || w < wm {
-			wm, first = w, false
-		}
+	sts, ok := c.compStatuses(comp)
+	if !ok || len(sts) == 0 {
+		return 0
+	}
+	wm := sts[0].AppliedInputWM[s]
+	for _, st := range sts[1:] {
+		wm = min(wm, st.AppliedInputWM[s])
 	}
 	return wm
 }

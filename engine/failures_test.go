@@ -18,7 +18,6 @@ import (
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/builtin"
 	"github.com/weir-stream/weir/controller"
-	"github.com/weir-stream/weir/spec"
 )
 
 // runUntil runs e until cond holds (polled, bounded by 30 s of real time)
@@ -130,23 +129,7 @@ func TestSinkFailureRestartsJob(t *testing.T) {
 	if err := f.events.Write(context.Background(), []weir.Row{{"body": "one"}, {"body": "two"}, {"body": "three"}}, []int{0, 0, 0}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := spec.ParseYSON([]byte(`
-"computations" = {
-    "Reader" = {
-        "computation_class_name" = "Passthrough";
-        "source_streams" = {"events" = {"source_class_name" = "QueueSource";
-            "parameters" = {"queue_path" = "events"; "consumer_path" = "c"; "finite" = %true}}};
-        "output_stream_ids" = ["out"];
-        "sinks" = {"http" = {"sink_class_name" = "AsyncHttpSink"; "input_stream_ids" = ["out"];
-            "parameters" = {"url" = "` + srv.URL + `"; "payload_column" = "body"}}};
-    };
-};
-"streams" = {"out" = {}};
-"dynamic_spec" = {"scheduler_period" = "20ms"; "job_restart_backoff" = "10ms"; "job_restart_backoff_max" = "100ms"};
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := httpSinkSpec(t, srv.URL, `"scheduler_period" = "20ms"; "job_restart_backoff" = "10ms"; "job_restart_backoff_max" = "100ms"`)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	e, err := New(ctx, Config{Spec: p, Store: f.st, Classes: DefaultClasses(), Connectors: DefaultConnectors(), Logf: f.logf})

@@ -102,11 +102,5 @@ func TestFailingJobBacksOff(t *testing.T) {
 	if s := status(); s.LastError == "" || s.RestartAt != nil {
 		t.Errorf("healthy partition status %+v: want the last error kept, no restart time", s)
 	}
-	bad2, err := h.CheckExactlyOnce(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range bad2 {
-		t.Error(b)
-	}
+	h.RequireExactlyOnce(ctx)
 }

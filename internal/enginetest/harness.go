@@ -327,6 +327,19 @@ func (h *Harness) CheckExactlyOnce(ctx context.Context) ([]string, error) {
 	return bad, nil
 }
 
+// RequireExactlyOnce reports every violation of the exactly-once oracle as
+// a test error.
+func (h *Harness) RequireExactlyOnce(ctx context.Context) {
+	h.T.Helper()
+	bad, err := h.CheckExactlyOnce(ctx)
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	for _, b := range bad {
+		h.T.Error(b)
+	}
+}
+
 // CheckAtLeastOnce verifies the at-least-once oracle: every count 1..n is
 // present. A re-processed input increments the (consistent) state again, so
 // duplicates show up as extra outputs with counts above n; dups counts the

@@ -157,13 +157,7 @@ func TestCompletedComputationEmitsAgain(t *testing.T) {
 				floor, _ := runtime.DedupFloor(ctx, h.Store, "Counter", "words")
 				t.Fatalf("the rows of the later run were not all counted (dedup floor of Counter/words %v): %v", floor, err)
 			}
-			bad, err := h.CheckExactlyOnce(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, b := range bad {
-				t.Error(b)
-			}
+			h.RequireExactlyOnce(ctx)
 		})
 	}
 }

@@ -96,11 +96,5 @@ func TestSlowSourceListingExpiresNoLease(t *testing.T) {
 	if err := h.RunUntil(ctx, 30*time.Second, func() bool { return h.total(ctx) == n+1 }, func() { clk.Advance(100 * time.Millisecond) }); err != nil {
 		t.Fatal(err)
 	}
-	bad, err := h.CheckExactlyOnce(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range bad {
-		t.Error(b)
-	}
+	h.RequireExactlyOnce(ctx)
 }

@@ -74,13 +74,7 @@ func TestStopAfterPauseDrains(t *testing.T) {
 	if got := h.total(ctx); got != n {
 		t.Fatalf("stopped with %d of %d read rows counted: stopped must mean drained", got, n)
 	}
-	bad, err := h.CheckExactlyOnce(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range bad {
-		t.Error(b)
-	}
+	h.RequireExactlyOnce(ctx)
 	if !strings.Contains(h.Logs(), "paused → draining") {
 		t.Errorf("paused → draining not logged:\n%s", tail(h.Logs(), 20))
 	}
@@ -131,13 +125,7 @@ func TestReportOfRemovedJobIgnored(t *testing.T) {
 	if err := h.RunToCompletion(ctx, 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	bad, err := h.CheckExactlyOnce(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range bad {
-		t.Error(b)
-	}
+	h.RequireExactlyOnce(ctx)
 	if d := h.Board.DroppedPosts(); d < ghosts {
 		t.Errorf("board dropped %d posts, want at least the %d ghost reports", d, ghosts)
 	}
