@@ -138,6 +138,14 @@ func (m *marks) persist(ctx context.Context, st store.Store, now time.Time, forc
 	m.saved, m.savedAt = b, now
 }
 
+// ForgetWatermarks adds to txn the deletion of the persisted published
+// watermarks. The engine does it when it accepts a static spec change of a
+// stopped pipeline: the marks describe streams as the old spec wrote them
+// (a stream's writer may now read another source, whose messages carry
+// older timestamps), and a drained pipeline has nothing in flight that a
+// lower mark could let through twice.
+func ForgetWatermarks(txn *store.Txn) { txn.Delete(store.FlowState, []byte(marksKey)) }
+
 // flushMarks persists the marks now if they changed.
 func (c *Controller) flushMarks(ctx context.Context) {
 	c.mu.Lock()

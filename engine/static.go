@@ -39,7 +39,9 @@ func (e *StaticChangeError) Error() string {
 // checkStaticSpec compares p's static spec with the one persisted by the
 // last run and persists p's. A change is refused unless the persisted
 // pipeline state is stopped or completed (drained), or the pipeline never
-// ran (no state persisted) or predates static-spec persistence.
+// ran (no state persisted) or predates static-spec persistence. An
+// accepted change also forgets the published watermarks of the old spec
+// (controller.ForgetWatermarks).
 func checkStaticSpec(ctx context.Context, st store.Store, p *spec.Pipeline) error {
 	next := p.Static()
 	v, ok, err := st.Get(ctx, store.FlowState, []byte(staticSpecKey))
@@ -64,6 +66,9 @@ func checkStaticSpec(ctx context.Context, st store.Store, p *spec.Pipeline) erro
 		}
 	}
 	txn := store.NewTxn()
+	if ok {
+		controller.ForgetWatermarks(txn)
+	}
 	txn.Put(store.FlowState, []byte(staticSpecKey), next.Encode())
 	if err := st.Commit(ctx, txn); err != nil {
 		return fmt.Errorf("engine: persist the static spec: %w", err)

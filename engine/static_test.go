@@ -9,6 +9,7 @@ import (
 
 	"github.com/weir-stream/weir/controller"
 	"github.com/weir-stream/weir/spec"
+	"github.com/weir-stream/weir/store"
 )
 
 // TestStaticSpecChangeNeedsStop (issue 11, scenario 6): a spec whose
@@ -76,7 +77,23 @@ func TestStaticSpecChangeNeedsStop(t *testing.T) {
 	if state, err := e.Run(ctx); err != nil || state != controller.Stopped {
 		t.Fatalf("drain ended in %s: %v", state, err)
 	}
+	marks := func() bool {
+		_, ok, err := f.st.Get(context.Background(), store.FlowState, []byte("published_watermarks"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !marks() {
+		t.Fatal("no published watermarks persisted by the runs")
+	}
 	changed.Computations["Reader"].SourceStreams["events"].Parameters["finite"] = true
+	if _, err := newEngine(changed); err != nil {
+		t.Fatalf("the static change of a stopped pipeline was refused: %v", err)
+	}
+	if marks() {
+		t.Error("the published watermarks of the old spec survived an accepted static change")
+	}
 	f.run(t, changed, nil)
 	f.checkExactlyOnce(t)
 }
