@@ -10,13 +10,20 @@ func runPipeline(o *Options, args []string) error {
 	if len(args) == 0 || !actions[args[0]] {
 		fmt.Fprintln(o.Stderr, `Usage: weir pipeline <status|stop|pause|start> --data DIR
 
-  status  print the running pipeline's state, counters and partitions (JSON)
+  status  print the running pipeline's state, counters and partitions (JSON);
+          "failing" lists partitions whose jobs keep failing (restarted with
+          backoff) with their last error, "sink_failures" sinks that gave up
   stop    drain: sources stop reading, everything in flight is delivered,
           then the pipeline is stopped and 'weir run' exits
   pause   stop every job at once (in-flight data stays for the next start)
   start   resume a stopped or paused pipeline
 
-They talk to the admin API of the 'weir run' that holds DIR.`)
+They talk to the admin API of the 'weir run' that holds DIR.
+
+A stop requested while paused runs the jobs again until they drained:
+"stopped" always means drained, and only a stopped pipeline accepts a spec
+whose static part (partition counts, streams, computations, sources,
+sinks...) changed.`)
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return nil
 		}

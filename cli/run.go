@@ -289,7 +289,25 @@ func (r *runner) progressLine(ctx context.Context) string {
 	if lag, ok := queueLag(ctx, r.st, r.spec); ok {
 		line += fmt.Sprintf("  lag: %d", lag)
 	}
-	return line
+	return line + failingNote(s)
+}
+
+// failingNote names the partitions whose jobs keep failing, with the first
+// one's last error ("" if none).
+func failingNote(s engine.Status) string {
+	if len(s.Failing) == 0 {
+		return ""
+	}
+	f := s.Failing[0]
+	msg := f.LastError
+	if len(msg) > 120 {
+		msg = msg[:117] + "..."
+	}
+	note := fmt.Sprintf("  FAILING: %s (%d× in a row: %s)", f.Partition, f.ConsecutiveFailures, msg)
+	if n := len(s.Failing) - 1; n > 0 {
+		note += fmt.Sprintf(" and %d more partition(s); see 'weir pipeline status'", n)
+	}
+	return note
 }
 
 // queueLag sums, over the spec's QueueSources, the rows not yet committed
@@ -330,5 +348,5 @@ func summarize(s engine.Status) string {
 		c := s.Computations[name]
 		out += fmt.Sprintf("%s %d in, %d duplicates dropped, %d out; ", name, c.Inputs, c.Duplicates, c.Outputs)
 	}
-	return out + fmt.Sprintf("%d jobs started, %d failed, %d lost", s.Controller.JobsStarted, s.Controller.JobsFailed, s.Controller.JobsLost)
+	return out + fmt.Sprintf("%d jobs started, %d failed, %d lost", s.Controller.JobsStarted, s.Controller.JobsFailed, s.Controller.JobsLost) + failingNote(s)
 }

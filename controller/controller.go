@@ -1,18 +1,23 @@
 // Package controller schedules a pipeline's jobs: it keeps the layout of
 // partitions and jobs, owns one lease per job, replaces failed and lost
-// jobs, computes stream watermarks, garbage-collects dedup rows, and drives
-// the pipeline state machine (working, draining → stopped, pausing → paused,
-// completed).
+// jobs (failed ones with exponential backoff), computes stream watermarks,
+// garbage-collects dedup rows, and drives the pipeline state machine
+// (working, draining → stopped, pausing → paused, completed; see
+// advanceState).
 //
 // The central invariant is the one Flow's LeaseManager keeps: at most one
 // live lease per partition at any instant. A job is removed by aborting its
 // lease, and AbortLease returns only after every commit that saw the lease
 // alive has finished; only then is a replacement created with a new lease.
 // A removed job may keep running (a zombie: a frozen goroutine, a lost
-// worker), but none of its commits can succeed.
+// worker), but none of its commits can succeed, and the status board drops
+// its reports.
 //
 // Cycle is the deterministic step (tests call it directly with a manual
-// clock); Run drives it every scheduler period.
+// clock); Run drives it every scheduler period. Nothing slow runs under the
+// controller's mutex: the sources' partition listings (a Kafka metadata call
+// can take 30 s) run on a background goroutine whose result a later cycle
+// consumes, so that lease pings are never delayed by them.
 package controller
 
 import (
@@ -56,13 +61,27 @@ type Config struct {
 	// LeasePingPeriod: how often the controller pings live leases (default 1s).
 	LeasePingPeriod time.Duration
 	// LostWorkerTimeout: a worker silent for this long is lost, and so is a
-	// job that posts no status for this long (default 3s).
+	// job that posts no status for this long (default 3s). A removed job
+	// that has not exited after this long no longer holds up pausing → paused
+	// (its lease is aborted; it is a zombie that cannot commit).
 	LostWorkerTimeout time.Duration
 	// SchedulerPeriod: the cycle period of Run (default 100ms).
 	SchedulerPeriod time.Duration
 	// SourceRelistPeriod: how often sources are asked for their partition
-	// list, so that new source partitions get jobs (default 10s).
+	// list, so that new source partitions get jobs (default 10s). Only the
+	// first listing runs inside a cycle; later ones run in the background.
 	SourceRelistPeriod time.Duration
+	// RestartBackoff is the delay before restarting a partition whose job
+	// failed (exited with an error, stopped on a sink whose retries ran out,
+	// or posted no status for LostWorkerTimeout). It doubles with every
+	// consecutive failure of the partition up to RestartBackoffMax; a job
+	// that runs RestartBackoffMax without failing resets the count. Jobs
+	// removed through no fault of their own (a lost worker, an expired lease)
+	// restart at once. Default 1s; negative: no backoff (restart in the same
+	// cycle — for simulations whose clock does not move).
+	RestartBackoff time.Duration
+	// RestartBackoffMax caps the backoff (default 30s).
+	RestartBackoffMax time.Duration
 
 	Hooks runtime.Hooks
 	Rand  *rand.Rand
@@ -85,6 +104,15 @@ func (c *Config) defaults() {
 	if c.SourceRelistPeriod <= 0 {
 		c.SourceRelistPeriod = 10 * time.Second
 	}
+	if c.RestartBackoff == 0 {
+		c.RestartBackoff = time.Second
+	}
+	if c.RestartBackoffMax <= 0 {
+		c.RestartBackoffMax = 30 * time.Second
+	}
+	if c.RestartBackoff > c.RestartBackoffMax {
+		c.RestartBackoffMax = c.RestartBackoff
+	}
 	if c.Rand == nil {
 		c.Rand = rand.New(rand.NewPCG(1, 2))
 	}
@@ -99,8 +127,19 @@ type partition struct {
 	spec runtime.PartitionSpec
 	job  *jobEntry
 	// restarts counts replacements, for status and tests.
-	restarts int
-	lastErr  error
+	restarts  int
+	lastErr   error
+	lastErrAt time.Time
+	// failures counts consecutive failures of the partition's jobs; no job
+	// starts before restartAt (store clock). See Config.RestartBackoff.
+	failures  int
+	restartAt time.Time
+	// sinkFailures holds the sink errors that made the last job fail, until
+	// a job runs healthy again.
+	sinkFailures map[string]string
+	// lastLease is the last lease created for the partition (for the
+	// one-live-lease invariant check).
+	lastLease store.LeaseID
 }
 
 // jobEntry is a job in the layout.
@@ -116,31 +155,42 @@ type jobEntry struct {
 	startedAt   time.Time
 }
 
+// exitingJob is a removed job whose goroutine may still run.
+type exitingJob struct {
+	handle    *JobHandle
+	removedAt time.Time
+}
+
 // Controller is the scheduler of one pipeline.
 type Controller struct {
 	cfg Config
 
-	mu         sync.Mutex
-	state      State
-	target     State
-	partitions map[transport.PartitionID]*partition
-	order      []transport.PartitionID
-	seq        int
-	complete   map[string]bool // computation → completed
-	gcMarks    map[string]store.Timestamp
-	sysMarks   map[string]store.Timestamp // stream → highest published SystemWatermark
-	listedAt   time.Time                  // last listing of the sources' partitions
-	stats      Stats
+	mu             sync.Mutex
+	state          State
+	target         State
+	statePersisted bool
+	partitions     map[transport.PartitionID]*partition
+	order          []transport.PartitionID
+	laidOut        bool
+	seq            int
+	complete       map[string]bool // computation → completed
+	exiting        []exitingJob
+	drain          drainCheck
+	marks          marks
+	listing        lister
+	stats          Stats
 }
 
 // Stats counts controller events.
 type Stats struct {
-	Cycles         int
-	JobsStarted    int
-	JobsFailed     int
-	JobsLost       int
-	LeasesExpired  int
-	LeasesAborted  int
+	Cycles        int
+	JobsStarted   int
+	JobsFailed    int
+	JobsLost      int
+	LeasesExpired int
+	LeasesAborted int
+	// SourceListings counts completed background listings of the sources.
+	SourceListings int
 	LastCycleError string
 }
 
@@ -159,39 +209,52 @@ func New(cfg Config) (*Controller, error) {
 	c := &Controller{
 		cfg: cfg, state: Working, target: Working,
 		partitions: map[transport.PartitionID]*partition{},
-		complete:   map[string]bool{}, gcMarks: map[string]store.Timestamp{}, sysMarks: map[string]store.Timestamp{},
+		complete:   map[string]bool{},
+		marks:      newMarks(),
 	}
+	c.listing.init()
 	return c, nil
 }
 
 // Load restores the persisted pipeline state (a completed pipeline stays
-// completed; a stopped or paused one stays so until Start).
+// completed; a stopped or paused one stays so until a new target), the
+// published watermarks and the dedup floors.
 func (c *Controller) Load(ctx context.Context) error {
-	v, ok, err := c.cfg.Store.Get(ctx, store.FlowState, []byte(stateKey))
+	s, ok, err := LoadState(ctx, c.cfg.Store)
 	if err != nil {
-		return fmt.Errorf("controller: read pipeline state: %w", err)
+		return err
 	}
-	for _, name := range c.cfg.Plan.Order() {
-		for _, s := range c.cfg.Plan.Computations[name].Inputs {
-			w, err := runtime.DedupFloor(ctx, c.cfg.Store, name, s)
-			if err != nil {
-				return fmt.Errorf("controller: %w", err)
-			}
-			c.gcMarks[name+"\x00"+s] = w
-		}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.marks.load(ctx, c.cfg.Store, c.cfg.Plan); err != nil {
+		return err
 	}
 	if ok {
-		c.mu.Lock()
-		c.state = State(v)
-		if c.state == Completed || c.state == Stopped || c.state == Paused {
-			c.target = c.state
+		switch s {
+		case Pausing:
+			s = Paused // no job of an earlier process runs any more
+		case Draining:
+			c.target = Stopped
 		}
-		c.mu.Unlock()
+		c.state, c.statePersisted = s, true
+		if s == Completed || s == Stopped || s == Paused {
+			c.target = s
+		}
 	}
 	return nil
 }
 
 const stateKey = "pipeline_state"
+
+// LoadState reads the pipeline state persisted in st (ok false: none, a
+// pipeline that never ran a cycle).
+func LoadState(ctx context.Context, st store.Store) (State, bool, error) {
+	v, ok, err := st.Get(ctx, store.FlowState, []byte(stateKey))
+	if err != nil {
+		return "", false, fmt.Errorf("controller: read pipeline state: %w", err)
+	}
+	return State(v), ok, nil
+}
 
 // State returns the pipeline state.
 func (c *Controller) State() State {
@@ -204,7 +267,9 @@ func (c *Controller) State() State {
 func (c *Controller) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.stats
+	s := c.stats
+	s.SourceListings = c.listing.completed()
+	return s
 }
 
 // SetTarget asks for a pipeline state: Working (start), Stopped (drain then
@@ -224,54 +289,19 @@ func (c *Controller) SetTarget(t State) error {
 	return nil
 }
 
-// PartitionStatus describes one partition for status output.
-type PartitionStatus struct {
-	Partition transport.PartitionID
-	Job       runtime.JobID
-	Lease     store.LeaseID
-	Worker    string
-	Restarts  int
-	LastError string
-}
-
-// Partitions lists the layout.
-func (c *Controller) Partitions() []PartitionStatus {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []PartitionStatus
-	for _, id := range c.order {
-		p := c.partitions[id]
-		ps := PartitionStatus{Partition: id, Restarts: p.restarts}
-		if p.lastErr != nil {
-			ps.LastError = p.lastErr.Error()
-		}
-		if p.job != nil {
-			ps.Job, ps.Lease, ps.Worker = p.job.id, p.job.lease, p.job.worker.id
-		}
-		out = append(out, ps)
-	}
-	return out
-}
-
-// Lease returns the lease of the job running partition p (0 if none).
-func (c *Controller) Lease(p transport.PartitionID) store.LeaseID {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if pt, ok := c.partitions[p]; ok && pt.job != nil {
-		return pt.job.lease
-	}
-	return 0
-}
-
-// Cycle runs one scheduling cycle, in Flow's order: check leases; while
-// working or draining remove failed and lost jobs, lay out partitions,
-// distribute jobs (lease first); ping leases; publish watermarks and
-// garbage-collect dedup rows; advance the state machine.
+// Cycle runs one scheduling cycle, in Flow's order: check leases; remove
+// failed and lost jobs; decide completion; advance the state machine;
+// publish watermarks and controls and garbage-collect dedup rows; while
+// working or draining, start the jobs that are due (lease first), else stop
+// them; ping leases.
 func (c *Controller) Cycle(ctx context.Context) error {
+	err := c.firstLayout(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stats.Cycles++
-	err := c.cycle(ctx)
+	if err == nil {
+		err = c.cycle(ctx)
+	}
 	if err != nil {
 		c.stats.LastCycleError = err.Error()
 	}
@@ -281,9 +311,7 @@ func (c *Controller) Cycle(ctx context.Context) error {
 func (c *Controller) cycle(ctx context.Context) error {
 	st := c.cfg.Store
 	now := st.Now()
-	if err := c.layout(ctx); err != nil {
-		return err
-	}
+	c.relist(now)
 	// Check leases: an expired or aborted lease removes its job.
 	for _, id := range c.order {
 		p := c.partitions[id]
@@ -296,54 +324,28 @@ func (c *Controller) cycle(ctx context.Context) error {
 		}
 		if ls != store.LeaseActive {
 			c.stats.LeasesExpired++
-			c.removeJob(ctx, p, fmt.Errorf("job %s is lost since its lease is %s", p.job.id, ls))
+			c.removeJob(ctx, p, fmt.Errorf("job %s is lost since its lease is %s", p.job.id, ls), now)
 		}
 	}
-	// Failed jobs and jobs on lost workers.
-	for _, id := range c.order {
-		p := c.partitions[id]
-		if p.job == nil {
-			continue
-		}
-		if done, err := p.job.handle.Done(); done {
-			c.stats.JobsFailed++
-			if err == nil {
-				err = errors.New("job exited")
-			}
-			c.removeJob(ctx, p, err)
-			continue
-		}
-		if !p.job.worker.aliveAt(now, c.cfg.LostWorkerTimeout) || p.job.worker.Incarnation() != p.job.incarnation {
-			c.stats.JobsLost++
-			c.removeJob(ctx, p, fmt.Errorf("worker %s is lost", p.job.worker.id))
-			continue
-		}
-		// A job that posts no status for the lost-job timeout is stuck.
-		seen := p.job.startedAt
-		if st, ok := c.cfg.Board.Status(id); ok && st.Job == p.job.id && st.At.After(seen) {
-			seen = st.At
-		}
-		if now.Sub(seen) >= c.cfg.LostWorkerTimeout {
-			c.stats.JobsLost++
-			c.removeJob(ctx, p, fmt.Errorf("job %s posted no status for %v", p.job.id, now.Sub(seen)))
-		}
+	c.removeFailedJobs(ctx, now)
+	if err := c.updateCompletion(ctx); err != nil {
+		return err
 	}
-
-	c.publishControls(ctx)
-	c.advanceState(ctx)
+	c.advanceState(ctx, now)
+	c.publishControls(ctx, now)
 
 	switch c.state {
 	case Working, Draining:
 		for _, id := range c.order {
 			p := c.partitions[id]
-			if p.job == nil && !c.complete[p.comp.Name] {
+			if p.job == nil && !c.complete[p.comp.Name] && !now.Before(p.restartAt) {
 				if err := c.startJob(ctx, p); err != nil {
 					return err
 				}
 			}
 		}
 	default:
-		c.stopAllJobs(ctx)
+		c.stopAllJobs(ctx, now)
 	}
 	// Ping live leases.
 	for _, id := range c.order {
@@ -353,7 +355,7 @@ func (c *Controller) cycle(ctx context.Context) error {
 		}
 		if err := st.PingLease(ctx, p.job.lease); err != nil {
 			if store.Classify(err) == store.ClassLeaseLost {
-				c.removeJob(ctx, p, err)
+				c.removeJob(ctx, p, err, now)
 				continue
 			}
 			// A failed ping is retried next cycle; if pings keep failing the
@@ -366,334 +368,13 @@ func (c *Controller) cycle(ctx context.Context) error {
 	return nil
 }
 
-// layout creates the partitions on first use — key-hash ranges for keyed
-// computations, one partition per source partition for source computations —
-// and then re-lists the sources every SourceRelistPeriod, adding a partition
-// (and a job) for every source partition that appeared (a Kafka topic's
-// partition count grew). Partitions are never removed.
-func (c *Controller) layout(ctx context.Context) error {
-	now := c.cfg.Store.Now()
-	first := len(c.partitions) == 0
-	if !first && now.Sub(c.listedAt) < c.cfg.SourceRelistPeriod {
-		return nil
-	}
-	c.listedAt = now
-	for _, name := range c.cfg.Plan.Order() {
-		comp := c.cfg.Plan.Computations[name]
-		if comp.IsSource() {
-			keys, err := comp.Source.Partitions(ctx)
-			if err != nil {
-				if first {
-					return fmt.Errorf("controller: list partitions of %s's source: %w", name, err)
-				}
-				c.cfg.Logf("controller: re-list partitions of %s's source: %v", name, err)
-				continue
-			}
-			for _, k := range keys {
-				id := runtime.SourcePartitionID(name, k)
-				if _, ok := c.partitions[id]; ok {
-					continue
-				}
-				if !first {
-					c.cfg.Logf("controller: source partition %s appeared; starting a job for it", id)
-				}
-				c.addPartition(comp, runtime.PartitionSpec{ID: id, SourceKey: k})
-			}
-			continue
-		}
-		if !first {
-			continue
-		}
-		for i := 0; i < comp.Partitions; i++ {
-			lo, hi, toEnd := runtime.PartitionRange(i, comp.Partitions)
-			c.addPartition(comp, runtime.PartitionSpec{ID: runtime.KeyedPartitionID(name, i), Index: i, Lo: lo, Hi: hi, ToEnd: toEnd})
-		}
-	}
-	return nil
-}
-
-func (c *Controller) addPartition(comp *runtime.CompPlan, spec runtime.PartitionSpec) {
-	c.partitions[spec.ID] = &partition{comp: comp, spec: spec}
-	c.order = append(c.order, spec.ID)
-}
-
-// removeJob stops tracking p's job and aborts its lease. When AbortLease
-// returns, no commit of the job can succeed any more, so a replacement may
-// start. The job's goroutine is told to stop but need not have stopped.
-func (c *Controller) removeJob(ctx context.Context, p *partition, reason error) {
-	j := p.job
-	p.job = nil
-	if reason != nil {
-		p.lastErr = reason
-		c.cfg.Logf("controller: removing job %s of %s: %v", j.id, p.spec.ID, reason)
-	}
-	j.handle.Stop()
-	if err := c.cfg.Store.AbortLease(ctx, j.lease); err != nil {
-		// Abort is idempotent; an error here (a closed store) means the lease
-		// may still be alive, so the partition must not be restarted.
-		c.cfg.Logf("controller: abort lease %s: %v", j.lease, err)
-		p.job = j
-		return
-	}
-	c.stats.LeasesAborted++
-}
-
-// stopAllJobs removes every job and aborts its lease. REQUIRES: c.mu held.
-func (c *Controller) stopAllJobs(ctx context.Context) {
-	for _, id := range c.order {
-		if p := c.partitions[id]; p.job != nil {
-			c.removeJob(ctx, p, nil)
-		}
-	}
-}
-
-// startJob creates a lease and then the job, on the least loaded live worker.
-func (c *Controller) startJob(ctx context.Context, p *partition) error {
-	now := c.cfg.Store.Now()
-	var w *Worker
-	for _, cand := range c.cfg.Workers {
-		if !cand.aliveAt(now, c.cfg.LostWorkerTimeout) {
-			continue
-		}
-		if w == nil || cand.load() < w.load() {
-			w = cand
-		}
-	}
-	if w == nil {
-		return nil // no live worker: retry next cycle
-	}
-	lease, err := c.cfg.Store.CreateLease(ctx, c.cfg.LeaseTimeout)
-	if err != nil {
-		return fmt.Errorf("controller: create lease for %s: %w", p.spec.ID, err)
-	}
-	c.seq++
-	id := runtime.JobID(fmt.Sprintf("%s#%d", p.spec.ID, c.seq))
-	cfg := runtime.Config{
-		Plan: c.cfg.Plan, Comp: p.comp, Partition: p.spec, JobID: id, Lease: lease,
-		Store: c.cfg.Store, Hub: c.cfg.Hub, Board: c.cfg.Board, Hooks: c.cfg.Hooks,
-		Rand: rand.New(rand.NewPCG(c.cfg.Rand.Uint64(), uint64(lease))), Logf: c.cfg.Logf,
-	}
-	h, err := w.start(cfg)
-	if err != nil {
-		_ = c.cfg.Store.AbortLease(ctx, lease)
-		return fmt.Errorf("controller: start job for %s: %w", p.spec.ID, err)
-	}
-	if p.job == nil && p.lastErr != nil {
-		p.restarts++
-	}
-	p.job = &jobEntry{id: id, lease: lease, worker: w, incarnation: w.Incarnation(), handle: h, pingedAt: now, startedAt: now}
-	c.stats.JobsStarted++
-	return nil
-}
-
-// publishControls computes stream watermarks and completion from the job
-// statuses, publishes each computation's control, and garbage-collects
-// dedup rows below the new system watermarks.
-func (c *Controller) publishControls(ctx context.Context) {
-	plan := c.cfg.Plan
-	draining := c.state == Draining || c.target == Stopped
-	// Completion, upstream first (plan order is by name; iterate to a fixed point).
-	for changed := true; changed; {
-		changed = false
-		for _, name := range plan.Order() {
-			if c.complete[name] {
-				continue
-			}
-			if c.computationComplete(plan.Computations[name]) {
-				c.complete[name] = true
-				changed = true
-				c.cfg.Logf("controller: computation %s completed", name)
-			}
-		}
-	}
-	sysWM := map[string]store.Timestamp{}
-	eventWM := map[string]time.Time{}
-	for _, name := range plan.Order() {
-		comp := plan.Computations[name]
-		for _, s := range comp.Outputs {
-			if c.complete[name] {
-				sysWM[s] = store.Timestamp(^uint64(0) >> 1)
-				eventWM[s] = farFuture
-				continue
-			}
-			var wm store.Timestamp
-			var ev time.Time
-			known, first, anyActive := true, true, false
-			var idleMax time.Time
-			for _, id := range c.order {
-				p := c.partitions[id]
-				if p.comp != comp {
-					continue
-				}
-				st, ok := c.cfg.Board.Status(id)
-				if !ok {
-					known = false
-					break
-				}
-				w := st.SystemWM[s]
-				if first || w < wm {
-					wm = w
-				}
-				first = false
-				if st.EventIdle {
-					if st.EventWM.After(idleMax) {
-						idleMax = st.EventWM
-					}
-					continue
-				}
-				if !anyActive || st.EventWM.Before(ev) {
-					ev = st.EventWM
-				}
-				anyActive = true
-			}
-			if !known {
-				wm, ev = 0, time.Time{}
-			} else if !anyActive {
-				ev = idleMax
-			}
-			// A watermark once published stays true ("every message below it
-			// is processed"), so it never goes down, even when a restarted
-			// writer reports a lower bound for outputs it reloaded.
-			wm = max(wm, c.sysMarks[s])
-			c.sysMarks[s] = wm
-			sysWM[s], eventWM[s] = wm, ev
-		}
-	}
-	for _, name := range plan.Order() {
-		comp := plan.Computations[name]
-		ctl := runtime.Control{InputSystemWM: map[string]store.Timestamp{}, Draining: draining}
-		up := true
-		for _, u := range plan.Upstream(comp) {
-			up = up && c.complete[u.Name]
-		}
-		ctl.UpstreamDone = up && !comp.IsSource()
-		first := true
-		for _, s := range comp.Inputs {
-			ctl.InputSystemWM[s] = sysWM[s]
-			if first || eventWM[s].Before(ctl.EventWM) {
-				ctl.EventWM = eventWM[s]
-			}
-			first = false
-		}
-		if ctl.UpstreamDone {
-			ctl.EventWM = farFuture
-		}
-		c.cfg.Board.SetControl(name, ctl)
-		for _, s := range comp.Inputs {
-			wm := c.appliedWatermark(comp, s)
-			if wm > c.gcMarks[name+"\x00"+s] && wm != 0 {
-				if err := runtime.GCDedup(ctx, c.cfg.Store, name, s, wm); err != nil {
-					c.cfg.Logf("controller: dedup GC of %s/%s: %v", name, s, err)
-					continue
-				}
-				c.gcMarks[name+"\x00"+s] = wm
-			}
-		}
-	}
-}
-
-// appliedWatermark is the lowest input SystemWatermark of stream s that
-// every partition of comp reports to use (0 if any partition has not
-// reported): dedup rows below it are safe to delete.
-func (c *Controller) appliedWatermark(comp *runtime.CompPlan, s string) store.Timestamp {
-	var wm store.Timestamp
-	first := true
-	for _, id := range c.order {
-		if c.partitions[id].comp != comp {
-			continue
-		}
-		st, ok := c.cfg.Board.Status(id)
-		if !ok {
-			return 0
-		}
-		if w := st.AppliedInputWM[s]; first || w < wm {
-			wm, first = w, false
-		}
-	}
-	return wm
-}
-
-var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// computationComplete: every upstream computation is complete and every
-// partition reports Drained (for keyed computations, with the upstream
-// completion already seen).
-func (c *Controller) computationComplete(comp *runtime.CompPlan) bool {
-	if !comp.IsSource() {
-		for _, u := range c.cfg.Plan.Upstream(comp) {
-			if !c.complete[u.Name] {
-				return false
-			}
-		}
-	}
-	for _, id := range c.order {
-		p := c.partitions[id]
-		if p.comp != comp {
-			continue
-		}
-		st, ok := c.cfg.Board.Status(id)
-		if !ok || !st.Drained || (!comp.IsSource() && !st.UpstreamDoneSeen) {
-			return false
-		}
-	}
-	return true
-}
-
-// advanceState moves the pipeline state machine.
-func (c *Controller) advanceState(ctx context.Context) {
-	prev := c.state
-	allComplete := len(c.complete) == len(c.cfg.Plan.Computations)
-	switch {
-	case c.state == Completed:
-	case allComplete && (c.state == Working || c.state == Draining):
-		c.state = Completed
-	case c.target == Working:
-		c.state = Working
-	case c.target == Stopped:
-		if c.state == Working {
-			c.state = Draining
-		}
-		if c.state == Draining && c.quiet() {
-			c.state = Stopped
-		}
-		if c.state == Paused || c.state == Pausing {
-			c.state = Stopped
-		}
-	case c.target == Paused:
-		if c.state != Paused {
-			c.state = Paused
-		}
-	}
-	if c.state != prev {
-		c.cfg.Logf("controller: pipeline %s → %s", prev, c.state)
-		if err := c.cfg.Store.Commit(ctx, putState(c.state)); err != nil {
-			c.cfg.Logf("controller: persist state %s: %v", c.state, err)
-		}
-	}
-}
-
-func putState(s State) *store.Txn {
-	txn := store.NewTxn()
-	txn.Put(store.FlowState, []byte(stateKey), []byte(s))
-	return txn
-}
-
-// quiet: every partition reports nothing in flight, in a report made while
-// draining.
-func (c *Controller) quiet() bool {
-	for _, id := range c.order {
-		st, ok := c.cfg.Board.Status(id)
-		if !ok || !st.Quiet || !st.DrainingSeen {
-			return false
-		}
-	}
-	return true
-}
-
 // Run cycles until ctx ends or the pipeline reaches Completed or Stopped; it
 // then stops every job. A paused pipeline keeps cycling, waiting for a new
-// target.
+// target. When Run returns, no source listing is in flight (unless a
+// source ignored the cancellation for more than 5 seconds).
 func (c *Controller) Run(ctx context.Context) (State, error) {
+	defer c.listing.stop(5 * time.Second)
+	defer c.flushMarks(context.WithoutCancel(ctx))
 	t := time.NewTicker(c.cfg.SchedulerPeriod)
 	defer t.Stop()
 	for {
@@ -706,7 +387,7 @@ func (c *Controller) Run(ctx context.Context) (State, error) {
 				// and report it, so that the process can exit and a restart
 				// reopens the store (which recovers a consistent state).
 				c.mu.Lock()
-				c.stopAllJobs(ctx)
+				c.stopAllJobs(ctx, c.cfg.Store.Now())
 				c.mu.Unlock()
 				return c.State(), fmt.Errorf("controller: the store can no longer be used; restart to recover: %w", err)
 			}
@@ -715,7 +396,7 @@ func (c *Controller) Run(ctx context.Context) (State, error) {
 		switch s := c.State(); s {
 		case Completed, Stopped:
 			c.mu.Lock()
-			c.stopAllJobs(ctx)
+			c.stopAllJobs(ctx, c.cfg.Store.Now())
 			c.mu.Unlock()
 			return s, nil
 		}

@@ -41,7 +41,10 @@ type Engine struct {
 	started time.Time
 }
 
-// New validates the spec and builds the engine; Run starts it.
+// New validates the spec and builds the engine; Run starts it. It refuses
+// (with a *StaticChangeError naming the fields) a spec whose static part
+// differs from the last run's while the pipeline is not stopped, and
+// persists the static part otherwise.
 func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Spec == nil || cfg.Store == nil || cfg.Classes == nil || cfg.Connectors == nil {
 		return nil, errors.New("engine: config lacks spec, store, classes or connectors")
@@ -51,6 +54,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	plan, err := BuildPlan(ctx, cfg.Spec, cfg.Classes, cfg.Connectors, cfg.Store)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkStaticSpec(ctx, cfg.Store, cfg.Spec); err != nil {
 		return nil, err
 	}
 	d := cfg.Spec.Dynamic
@@ -66,6 +72,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		Plan: plan, Store: cfg.Store, Hub: e.hub, Board: e.board, Workers: e.workers,
 		LeaseTimeout: d.LeaseTimeout.Std(), LeasePingPeriod: d.LeasePingPeriod.Std(),
 		LostWorkerTimeout: d.LostJobTimeout.Std(), SchedulerPeriod: d.SchedulerPeriod.Std(),
+		RestartBackoff: d.JobRestartBackoff.Std(), RestartBackoffMax: d.JobRestartBackoffMax.Std(),
 		Hooks: cfg.Hooks, Rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), Logf: cfg.Logf,
 	})
 	if err != nil {
@@ -138,10 +145,23 @@ type Status struct {
 	Computations map[string]runtime.Counters  `json:"computations"`
 	Partitions   []controller.PartitionStatus `json:"partitions"`
 	Controller   controller.Stats             `json:"controller"`
+	// Failing lists the partitions whose jobs keep failing (restarted with
+	// backoff), with the last error.
+	Failing []Failing `json:"failing,omitempty"`
 	// SinkFailures lists sinks whose delivery stopped (retries exhausted):
-	// their partition makes no progress through them until the job restarts.
+	// the controller restarts their partition's job with backoff, and the
+	// new job sends the undelivered outputs again.
 	SinkFailures []SinkFailure `json:"sink_failures,omitempty"`
 	Uptime       float64       `json:"uptime_seconds"`
+}
+
+// Failing is a partition whose jobs failed since its last healthy run.
+type Failing struct {
+	Partition           string `json:"partition"`
+	ConsecutiveFailures int    `json:"consecutive_failures"`
+	LastError           string `json:"last_error"`
+	// RestartAt is when the next job may start, while in backoff.
+	RestartAt *time.Time `json:"restart_at,omitempty"`
 }
 
 // SinkFailure is a sink whose delivery stopped in one partition.
@@ -161,14 +181,38 @@ func (e *Engine) Status() Status {
 		Controller:   e.ctl.Stats(),
 		Uptime:       up,
 	}
-	for p, s := range e.board.Statuses() {
-		for sink, msg := range s.SinkFailures {
-			st.SinkFailures = append(st.SinkFailures, SinkFailure{Partition: string(p), Sink: sink, Error: msg})
+	for _, p := range st.Partitions {
+		if p.ConsecutiveFailures > 0 {
+			st.Failing = append(st.Failing, Failing{Partition: string(p.Partition), ConsecutiveFailures: p.ConsecutiveFailures,
+				LastError: p.LastError, RestartAt: p.RestartAt})
 		}
 	}
-	sort.Slice(st.SinkFailures, func(i, j int) bool {
-		a, b := st.SinkFailures[i], st.SinkFailures[j]
+	st.SinkFailures = e.sinkFailures(st.Partitions)
+	return st
+}
+
+// sinkFailures merges the sink failures the controller recorded when it
+// removed a job with those current jobs report (the controller removes
+// such a job in its next cycle), sorted.
+func (e *Engine) sinkFailures(parts []controller.PartitionStatus) []SinkFailure {
+	seen := map[[2]string]string{}
+	for _, p := range parts {
+		for sink, msg := range p.SinkFailures {
+			seen[[2]string{string(p.Partition), sink}] = msg
+		}
+	}
+	for p, s := range e.board.Statuses() {
+		for sink, msg := range s.SinkFailures {
+			seen[[2]string{string(p), sink}] = msg
+		}
+	}
+	out := make([]SinkFailure, 0, len(seen))
+	for k, msg := range seen {
+		out = append(out, SinkFailure{Partition: k[0], Sink: k[1], Error: msg})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
 		return a.Partition < b.Partition || a.Partition == b.Partition && a.Sink < b.Sink
 	})
-	return st
+	return out
 }

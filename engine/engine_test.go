@@ -36,6 +36,9 @@ func example(t *testing.T, name string) *spec.Pipeline {
 	}
 	// Test-sized timings: a short lease check keeps idle epochs cheap.
 	p.Dynamic.SchedulerPeriod = spec.Duration(20 * time.Millisecond)
+	// Injected crashes restart quickly (the backoff's doubling still shows).
+	p.Dynamic.JobRestartBackoff = spec.Duration(10 * time.Millisecond)
+	p.Dynamic.JobRestartBackoffMax = spec.Duration(100 * time.Millisecond)
 	for _, c := range p.Computations {
 		c.EmptyBatchBackoff = spec.Duration(5 * time.Millisecond)
 	}

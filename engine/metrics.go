@@ -1,13 +1,17 @@
 package engine
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Collector exposes an engine's counters as Prometheus metrics:
 // weir_inputs_total, weir_duplicates_total, weir_outputs_total,
-// weir_epochs_total and weir_commits_total per computation, and the
-// controller's job and lease counters.
+// weir_epochs_total and weir_commits_total per computation, the
+// controller's job and lease counters, the pipeline state, the partitions
+// whose jobs keep failing (weir_job_consecutive_failures,
+// weir_job_last_error) and the sinks whose delivery stopped.
 func (e *Engine) Collector() prometheus.Collector { return (*collector)(e) }
 
 type collector Engine
@@ -21,11 +25,16 @@ var (
 	descJobs       = prometheus.NewDesc("weir_jobs_total", "Jobs by event (started, failed, lost).", []string{"event"}, nil)
 	descLeases     = prometheus.NewDesc("weir_leases_total", "Leases by event (aborted, expired).", []string{"event"}, nil)
 	descState      = prometheus.NewDesc("weir_pipeline_state", "1 for the pipeline's current state.", []string{"state"}, nil)
-	descSinkFailed = prometheus.NewDesc("weir_sink_delivery_stopped", "1 for each (partition, sink) whose delivery stopped after its retries ran out.", []string{"partition", "sink"}, nil)
+	descSinkFailed = prometheus.NewDesc("weir_sink_delivery_stopped", "1 for each (partition, sink) whose delivery stopped after its retries ran out (the partition's job is restarted with backoff).", []string{"partition", "sink"}, nil)
+	descFailures   = prometheus.NewDesc("weir_job_consecutive_failures", "Consecutive job failures of a partition since its last healthy run (series only while > 0); the controller restarts it with exponential backoff.", []string{"partition"}, nil)
+	descLastError  = prometheus.NewDesc("weir_job_last_error", "1 for a failing partition, labelled with its last job error (truncated to 200 bytes).", []string{"partition", "error"}, nil)
 )
 
+// maxErrorLabel bounds the error text of weir_job_last_error.
+const maxErrorLabel = 200
+
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInputs, descDuplicates, descOutputs, descEpochs, descCommits, descJobs, descLeases, descState, descSinkFailed} {
+	for _, d := range []*prometheus.Desc{descInputs, descDuplicates, descOutputs, descEpochs, descCommits, descJobs, descLeases, descState, descSinkFailed, descFailures, descLastError} {
 		ch <- d
 	}
 }
@@ -46,9 +55,19 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descLeases, prometheus.CounterValue, float64(s.LeasesAborted), "aborted")
 	ch <- prometheus.MustNewConstMetric(descLeases, prometheus.CounterValue, float64(s.LeasesExpired), "expired")
 	ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, 1, string(e.ctl.State()))
-	for p, st := range e.board.Statuses() {
-		for sink := range st.SinkFailures {
-			ch <- prometheus.MustNewConstMetric(descSinkFailed, prometheus.GaugeValue, 1, string(p), sink)
+	parts := e.ctl.Partitions()
+	for _, f := range e.sinkFailures(parts) {
+		ch <- prometheus.MustNewConstMetric(descSinkFailed, prometheus.GaugeValue, 1, f.Partition, f.Sink)
+	}
+	for _, p := range parts {
+		if p.ConsecutiveFailures == 0 {
+			continue
 		}
+		msg := p.LastError
+		if len(msg) > maxErrorLabel {
+			msg = strings.ToValidUTF8(msg[:maxErrorLabel], "")
+		}
+		ch <- prometheus.MustNewConstMetric(descFailures, prometheus.GaugeValue, float64(p.ConsecutiveFailures), string(p.Partition))
+		ch <- prometheus.MustNewConstMetric(descLastError, prometheus.GaugeValue, 1, string(p.Partition), msg)
 	}
 }

@@ -16,8 +16,9 @@ import (
 )
 
 // TestSinkFailureVisible: a sink whose retries run out (an HTTP receiver
-// answering 400) stops its partition's progress, and says so in Status and
-// in the weir_sink_delivery_stopped metric, without losing the message.
+// answering 400, here forever) says so in Status and in the
+// weir_sink_delivery_stopped metric, and the pipeline does not complete
+// without the message (its job is restarted with backoff and tries again).
 func TestSinkFailureVisible(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad", http.StatusBadRequest)
@@ -27,23 +28,7 @@ func TestSinkFailureVisible(t *testing.T) {
 	if err := f.events.Write(context.Background(), []weir.Row{{"key": "a", "body": "hello"}}, []int{0}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := spec.ParseYSON([]byte(`
-"computations" = {
-    "Reader" = {
-        "computation_class_name" = "Passthrough";
-        "source_streams" = {"events" = {"source_class_name" = "QueueSource";
-            "parameters" = {"queue_path" = "events"; "consumer_path" = "c"; "finite" = %true}}};
-        "output_stream_ids" = ["out"];
-        "sinks" = {"http" = {"sink_class_name" = "AsyncHttpSink"; "input_stream_ids" = ["out"];
-            "parameters" = {"url" = "` + srv.URL + `"; "payload_column" = "body"}}};
-    };
-};
-"streams" = {"out" = {}};
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Dynamic.SchedulerPeriod = spec.Duration(20 * time.Millisecond)
+	p := httpSinkSpec(t, srv.URL, `"scheduler_period" = "20ms"`)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	e, err := New(ctx, Config{Spec: p, Store: f.st, Classes: DefaultClasses(), Connectors: DefaultConnectors(), Logf: f.logf})
@@ -70,4 +55,29 @@ func TestSinkFailureVisible(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("no sink failure reported; status %+v", e.Status())
+}
+
+// httpSinkSpec is a Passthrough reading the finite queue "events" into an
+// AsyncHttpSink posting each row's "body" to url, with dynamic as the
+// dynamic_spec's entries.
+func httpSinkSpec(t *testing.T, url, dynamic string) *spec.Pipeline {
+	t.Helper()
+	p, err := spec.ParseYSON([]byte(`
+"computations" = {
+    "Reader" = {
+        "computation_class_name" = "Passthrough";
+        "source_streams" = {"events" = {"source_class_name" = "QueueSource";
+            "parameters" = {"queue_path" = "events"; "consumer_path" = "c"; "finite" = %true}}};
+        "output_stream_ids" = ["out"];
+        "sinks" = {"http" = {"sink_class_name" = "AsyncHttpSink"; "input_stream_ids" = ["out"];
+            "parameters" = {"url" = "` + url + `"; "payload_column" = "body"}}};
+    };
+};
+"streams" = {"out" = {}};
+"dynamic_spec" = {` + dynamic + `};
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weir-stream/weir/internal/invariants"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/transport"
 )
@@ -48,7 +49,9 @@ type Status struct {
 	DrainingSeen bool
 	// SinkFailures maps a sink id to the error that stopped its delivery
 	// (for example an HTTP sink whose retries ran out): the partition's
-	// progress through that sink is stopped until the job restarts.
+	// progress through that sink is stopped until the job restarts, so the
+	// controller treats it as a job failure — it removes the job (aborting
+	// its lease) and restarts the partition with backoff.
 	SinkFailures map[string]string
 	// UpstreamDoneSeen echoes the control's UpstreamDone at the time of the
 	// report, so the controller knows Drained was computed after it.
@@ -89,16 +92,52 @@ func (c *Counters) add(d Counters) {
 // Board is the in-process exchange between jobs and the controller: jobs
 // post statuses, the controller posts controls. A network deployment carries
 // the same data in worker heartbeats.
+//
+// Ownership: the controller tells the board which job owns each partition
+// (Assign when it starts a job, Release when it removes one). From then on
+// the board keeps only statuses posted by the partition's current owner: a
+// replaced job (a zombie: frozen, on a lost worker, or simply slow to exit)
+// may still post, and its report — a watermark, "drained", "quiet" — describes
+// a life of the partition that is over. Such posts are dropped and counted
+// (DroppedPosts). Assign and Release also forget the previous status, so
+// that every decision the controller bases on a status reads one posted by
+// the job that runs the partition now. A partition the controller never
+// assigned (a board used without a controller, in tests) accepts any post.
 type Board struct {
 	mu       sync.Mutex
 	statuses map[transport.PartitionID]Status
+	owners   map[transport.PartitionID]JobID // "" = assigned to no job
+	dropped  int
 	controls map[string]Control
 	counters map[string]*Counters
 }
 
 // NewBoard returns an empty board.
 func NewBoard() *Board {
-	return &Board{statuses: map[transport.PartitionID]Status{}, controls: map[string]Control{}, counters: map[string]*Counters{}}
+	return &Board{statuses: map[transport.PartitionID]Status{}, owners: map[transport.PartitionID]JobID{},
+		controls: map[string]Control{}, counters: map[string]*Counters{}}
+}
+
+// Assign makes job the owner of partition p and forgets p's last status (it
+// was posted by an earlier job). The controller calls it before the job
+// starts, so the job's first post is accepted.
+func (b *Board) Assign(p transport.PartitionID, job JobID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.owners[p] = job
+	delete(b.statuses, p)
+}
+
+// Release records that partition p has no job any more and forgets its last
+// status: until the next Assign every post for p is dropped.
+func (b *Board) Release(p transport.PartitionID) { b.Assign(p, "") }
+
+// DroppedPosts returns how many posts came from a job that did not own its
+// partition at the time (replaced or removed jobs).
+func (b *Board) DroppedPosts() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.dropped
 }
 
 // AddCounters adds an epoch's counts to a computation's totals.
@@ -135,16 +174,19 @@ func (b *Board) Statuses() map[transport.PartitionID]Status {
 	return out
 }
 
-// Post records a job's status. A status from a job other than the one the
-// controller last assigned to the partition is still recorded: watermarks
-// only use lower bounds, so a stale report is safe.
+// Post records a job's status, unless the partition is assigned to another
+// job (or to none): then the post is dropped and counted.
 func (b *Board) Post(s Status) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if owner, assigned := b.owners[s.Partition]; assigned && owner != s.Job {
+		b.dropped++
+		return
+	}
 	b.statuses[s.Partition] = s
 }
 
-// Status returns the last status of partition p.
+// Status returns the last status of partition p posted by its current job.
 func (b *Board) Status(p transport.PartitionID) (Status, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -152,10 +194,21 @@ func (b *Board) Status(p transport.PartitionID) (Status, bool) {
 	return s, ok
 }
 
-// SetControl publishes the control of a computation.
+// SetControl publishes the control of a computation. Published watermarks
+// never decrease (checked under invariants): a job's epoch relies on "every
+// message below the SystemWatermark is processed" and on event time moving
+// forward, and a job started later reads only the newest control.
 func (b *Board) SetControl(comp string, c Control) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if invariants.Enabled {
+		if prev, ok := b.controls[comp]; ok {
+			for s, w := range prev.InputSystemWM {
+				invariants.Check(c.InputSystemWM[s] >= w, "SystemWatermark of %s for %s went down: %v → %v", s, comp, w, c.InputSystemWM[s])
+			}
+			invariants.Check(!c.EventWM.Before(prev.EventWM), "event watermark of %s went down: %v → %v", comp, prev.EventWM, c.EventWM)
+		}
+	}
 	b.controls[comp] = c
 }
 

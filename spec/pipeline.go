@@ -31,6 +31,9 @@ const (
 	DefaultLeaseCheckPeriod = Duration(2 * time.Second)
 	DefaultLostJobTimeout   = Duration(3 * time.Second)
 	DefaultWorkerCount      = 2
+
+	DefaultJobRestartBackoff    = Duration(time.Second)
+	DefaultJobRestartBackoffMax = Duration(30 * time.Second)
 )
 
 // Pipeline is a whole pipeline spec: computations joined by streams, plus the
@@ -364,6 +367,17 @@ type DynamicSpec struct {
 	// WorkerCount is the number of workers an embedded (one-process) run
 	// starts. Default 2; must be positive.
 	WorkerCount int `yson:"worker_count,omitempty" yaml:"worker_count,omitempty"`
+	// JobRestartBackoff is how long the controller waits before restarting
+	// a partition whose job failed (an error, a sink whose retries ran out,
+	// a job stuck without status); it doubles with each consecutive failure
+	// of the partition up to JobRestartBackoffMax. A job that then runs for
+	// JobRestartBackoffMax without failing resets the count. Lost workers and
+	// expired leases are not the partition's fault and restart at once.
+	// Default 1s; must be positive.
+	JobRestartBackoff Duration `yson:"job_restart_backoff,omitempty" yaml:"job_restart_backoff,omitempty"`
+	// JobRestartBackoffMax caps JobRestartBackoff's doubling. Default 30s;
+	// must not be shorter than JobRestartBackoff.
+	JobRestartBackoffMax Duration `yson:"job_restart_backoff_max,omitempty" yaml:"job_restart_backoff_max,omitempty"`
 }
 
 // Defaulter is implemented by types that fill their zero-valued fields with
@@ -497,6 +511,12 @@ func (d *DynamicSpec) SetDefaults() {
 	}
 	if d.WorkerCount == 0 {
 		d.WorkerCount = DefaultWorkerCount
+	}
+	if d.JobRestartBackoff == 0 {
+		d.JobRestartBackoff = DefaultJobRestartBackoff
+	}
+	if d.JobRestartBackoffMax == 0 {
+		d.JobRestartBackoffMax = DefaultJobRestartBackoffMax
 	}
 }
 

@@ -510,7 +510,8 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("computation defaults:\n got %+v\nwant %+v", *c, want)
 	}
 	wantDyn := DynamicSpec{TargetState: StateWorking, SchedulerPeriod: Duration(200 * time.Millisecond), LeaseTimeout: Duration(5 * time.Second),
-		LeasePingPeriod: Duration(time.Second), LeaseCheckPeriod: Duration(2 * time.Second), LostJobTimeout: Duration(3 * time.Second), WorkerCount: 2}
+		LeasePingPeriod: Duration(time.Second), LeaseCheckPeriod: Duration(2 * time.Second), LostJobTimeout: Duration(3 * time.Second), WorkerCount: 2,
+		JobRestartBackoff: Duration(time.Second), JobRestartBackoffMax: Duration(30 * time.Second)}
 	if p.Dynamic != wantDyn {
 		t.Errorf("dynamic defaults:\n got %+v\nwant %+v", p.Dynamic, wantDyn)
 	}

@@ -596,6 +596,10 @@ func (v *validator) dynamic(path string, d *DynamicSpec) {
 	v.positiveDuration(joinKey(path, "lease_check_period"), d.LeaseCheckPeriod)
 	v.positiveDuration(joinKey(path, "lost_job_timeout"), d.LostJobTimeout)
 	v.positive(joinKey(path, "worker_count"), int64(d.WorkerCount))
+	v.positiveDuration(joinKey(path, "job_restart_backoff"), d.JobRestartBackoff)
+	if d.JobRestartBackoff > 0 && d.JobRestartBackoffMax < d.JobRestartBackoff {
+		v.add(joinKey(path, "job_restart_backoff_max"), "must not be shorter than job_restart_backoff (%s), got %s", d.JobRestartBackoff, d.JobRestartBackoffMax)
+	}
 	if d.LeasePingPeriod > 0 && d.LeaseTimeout > 0 && d.LeasePingPeriod >= d.LeaseTimeout {
 		v.add(joinKey(path, "lease_ping_period"), "must be shorter than lease_timeout (%s), got %s, or healthy leases expire between pings; shorten it (a few pings per timeout)", d.LeaseTimeout, d.LeasePingPeriod)
 	}

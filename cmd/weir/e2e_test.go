@@ -308,3 +308,76 @@ func TestDemo(t *testing.T) {
 		}
 	}
 }
+
+// TestStaticSpecChangeNeedsStop (issue 11, scenario 6) through the real
+// binary: after a SIGKILL (state working), 'weir run' with a changed
+// partition_count exits non-zero naming the field; the old spec with
+// target_state stopped drains the pipeline; then the new spec runs to
+// completion with every count exact.
+func TestStaticSpecChangeNeedsStop(t *testing.T) {
+	dir, want := setup(t, 20000, 100, 12)
+	b, err := os.ReadFile(exampleSpec("counter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, text string) string {
+		path := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	replace := func(s, old, new string) string {
+		t.Helper()
+		if !strings.Contains(s, old) {
+			t.Fatalf("%q not in the counter spec", old)
+		}
+		return strings.Replace(s, old, new, 1)
+	}
+	infinite := replace(string(b), `"finite" = %true;`, `"finite" = %false;`)
+	oldSpec := write("old.yson", infinite)
+	stopSpec := write("stop.yson", infinite+"\n\"dynamic_spec\" = {\"target_state\" = \"stopped\"};\n")
+	eight := `"group_by" = ["key"]; "partition_count" = 8;`
+	newSpec := write("new.yson", replace(string(b), `"group_by" = ["key"];`, eight))
+
+	// Run the old spec and kill it while it works.
+	cmd := exec.Command(weirBin, "run", "--data", dir, "--spec", oldSpec, "--progress", "0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := exec.Command(weirBin, "pipeline", "status", "--data", dir).Output()
+		var st struct {
+			Computations map[string]struct{ Inputs uint64 } `json:"computations"`
+		}
+		if err == nil && json.Unmarshal(out, &st) == nil && st.Computations["Counter"].Inputs > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no input counted in 30s\n%s", stderr.String())
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+
+	refused := exec.Command(weirBin, "run", "--data", dir, "--spec", newSpec, "--progress", "0")
+	out, err := refused.CombinedOutput()
+	if err == nil {
+		t.Fatalf("weir run accepted a changed partition_count of an undrained pipeline:\n%s", out)
+	}
+	for _, w := range []string{"computations.Counter.partition_count: 4 → 8", "not stopped", "target_state = stopped"} {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("the refusal does not say %q:\n%s", w, out)
+		}
+	}
+	if out := weir(t, "", "run", "--data", dir, "--spec", stopSpec, "--progress", "0"); out != "" {
+		t.Logf("drain run: %s", out)
+	}
+	weir(t, "", "run", "--data", dir, "--spec", newSpec, "--progress", "0")
+	checkExact(t, readCounts(t, dir), want)
+}

@@ -208,7 +208,8 @@ func TestFaultyReceiverWithRestarts(t *testing.T) {
 	ctl, err := controller.New(controller.Config{
 		Plan: plan, Store: st, Hub: transport.NewHub(64 << 10), Board: runtime.NewBoard(), Workers: workers,
 		LeaseTimeout: 5 * time.Second, LeasePingPeriod: time.Second, LostWorkerTimeout: 2500 * time.Millisecond,
-		Hooks: crashes, Rand: rand.New(rand.NewPCG(seed, 11)), Logf: engineLogs.logf,
+		// The clock stands still: crashed jobs restart in the next cycle.
+		RestartBackoff: -1, Hooks: crashes, Rand: rand.New(rand.NewPCG(seed, 11)), Logf: engineLogs.logf,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -177,6 +177,10 @@ func (f *e2e) run(t testing.TB, specText string, hooks runtime.Hooks) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Injected crashes are job failures: restart them quickly (the
+	// default backoff grows to 30 s).
+	p.Dynamic.JobRestartBackoff = spec.Duration(10 * time.Millisecond)
+	p.Dynamic.JobRestartBackoffMax = spec.Duration(100 * time.Millisecond)
 	st, err := pstore.Open(t.TempDir(), pstore.Options{})
 	if err != nil {
 		t.Fatal(err)

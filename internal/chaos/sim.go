@@ -269,7 +269,9 @@ func (s *sim) startLife(ctx context.Context) error {
 	l.ctl, err = controller.New(controller.Config{
 		Plan: plan, Store: l.st, Hub: l.hub, Board: l.board, Workers: l.workers,
 		LeaseTimeout: s.sc.LeaseTimeout, LeasePingPeriod: s.sc.LeaseTimeout / 5, LostWorkerTimeout: s.sc.LostTimeout,
-		Hooks: l.hooks, Rand: rand.New(rand.NewPCG(s.sc.Seed, uint64(s.lives))), Logf: s.logf,
+		// The simulated clock may stand still (ClockStep 0): a crashed job
+		// restarts in the next cycle, as before restart backoff existed.
+		RestartBackoff: -1, Hooks: l.hooks, Rand: rand.New(rand.NewPCG(s.sc.Seed, uint64(s.lives))), Logf: s.logf,
 	})
 	if err == nil {
 		err = l.ctl.Load(ctx)

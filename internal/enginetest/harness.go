@@ -64,6 +64,13 @@ type Options struct {
 	Wrap func(store.Store) store.Store
 	// StateCacheBytes bounds Counter's state cache (0: the default).
 	StateCacheBytes int
+	// RestartBackoff and RestartBackoffMax configure the controller's
+	// restart backoff of failed jobs. Zero: no backoff, as the harness's
+	// clock is frozen unless a test moves it (a crashed job restarts in the
+	// next cycle).
+	RestartBackoff, RestartBackoffMax time.Duration
+	// SourceRelistPeriod for the controller (default 10s of store clock).
+	SourceRelistPeriod time.Duration
 }
 
 func (o *Options) defaults() {
@@ -178,6 +185,17 @@ func New(t testing.TB, o Options) *Harness {
 	for i := 0; i < o.Workers; i++ {
 		h.Workers = append(h.Workers, controller.NewWorker(fmt.Sprintf("w%d", i), st))
 	}
+	h.Ctl = h.NewController()
+	t.Cleanup(h.stopAll)
+	return h
+}
+
+// NewController builds a controller over the harness's plan, store, hub,
+// board and workers with the harness's options (tests that replace one of
+// them, or simulate a process restart, call it again).
+func (h *Harness) NewController() *controller.Controller {
+	h.T.Helper()
+	o := h.Opts
 	lt := o.LeaseTimeout
 	if lt == 0 {
 		lt = 5 * time.Second
@@ -186,17 +204,20 @@ func New(t testing.TB, o Options) *Harness {
 	if lost == 0 {
 		lost = lt / 2
 	}
+	backoff := o.RestartBackoff
+	if backoff == 0 {
+		backoff = -1
+	}
 	ctl, err := controller.New(controller.Config{
-		Plan: plan, Store: st, Hub: h.Hub, Board: h.Board, Workers: h.Workers,
+		Plan: h.Plan, Store: h.Store, Hub: h.Hub, Board: h.Board, Workers: h.Workers,
 		LeaseTimeout: lt, LeasePingPeriod: lt / 5, LostWorkerTimeout: lost,
+		RestartBackoff: backoff, RestartBackoffMax: o.RestartBackoffMax, SourceRelistPeriod: o.SourceRelistPeriod,
 		Hooks: o.Hooks, Rand: rand.New(rand.NewPCG(o.Seed, 11)), Logf: h.logf,
 	})
 	if err != nil {
-		t.Fatalf("controller: %v", err)
+		h.T.Fatalf("controller: %v", err)
 	}
-	h.Ctl = ctl
-	t.Cleanup(h.stopAll)
-	return h
+	return ctl
 }
 
 func (h *Harness) logf(format string, args ...any) {
@@ -306,6 +327,19 @@ func (h *Harness) CheckExactlyOnce(ctx context.Context) ([]string, error) {
 	}
 	sort.Strings(bad)
 	return bad, nil
+}
+
+// RequireExactlyOnce reports every violation of the exactly-once oracle as
+// a test error.
+func (h *Harness) RequireExactlyOnce(ctx context.Context) {
+	h.T.Helper()
+	bad, err := h.CheckExactlyOnce(ctx)
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	for _, b := range bad {
+		h.T.Error(b)
+	}
 }
 
 // CheckAtLeastOnce verifies the at-least-once oracle: every count 1..n is

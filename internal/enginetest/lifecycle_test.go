@@ -134,11 +134,7 @@ func TestBackpressure(t *testing.T) {
 	for _, c := range h.Plan.Computations {
 		c.OutputStoreCountLimit = 40
 	}
-	ctl, err := controller.New(controller.Config{Plan: h.Plan, Store: h.Store, Hub: h.Hub, Board: h.Board, Workers: h.Workers, Logf: h.logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Ctl = ctl
+	h.Ctl = h.NewController()
 	if err := h.RunToCompletion(ctx, 60*time.Second); err != nil {
 		t.Fatal(err)
 	}

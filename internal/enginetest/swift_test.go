@@ -12,7 +12,6 @@ import (
 	"github.com/weir-stream/weir/builtin"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/connector"
-	"github.com/weir-stream/weir/controller"
 	"github.com/weir-stream/weir/internal/testconn"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/runtime"
@@ -131,10 +130,8 @@ func TestSwiftBatching(t *testing.T) {
 		p["Counter"].Sinks = []runtime.SinkPlan{{ID: "out", InputStream: "counts", New: func() (connector.Sink, error) {
 			return testconn.NewCollectSink("out"), nil
 		}}}
-		ctl, err := controller.New(controller.Config{Plan: h.Plan, Store: h.Store, Hub: h.Hub, Board: h.Board,
-			Workers: h.Workers, Hooks: hooks, Logf: h.logf})
-		h.Ctl = ctl
-		return h, err
+		h.Ctl = h.NewController()
+		return h, nil
 	}
 	t.Run("allowed", func(t *testing.T) {
 		crashes := NewCrashes(13, 0.1, 20)

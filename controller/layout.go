@@ -1,0 +1,195 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/weir-stream/weir/runtime"
+)
+
+// The layout: key-hash ranges for keyed computations, one partition per
+// source partition for source computations. Partitions are never removed.
+//
+// Sources are listed once synchronously, before the first cycle takes the
+// controller's mutex, and then every SourceRelistPeriod on a background
+// goroutine: a listing is an external call (a Kafka metadata request can
+// take 30 s), and a cycle blocked on it would delay the lease pings until
+// every lease expired and every job restarted. A cycle starts a listing
+// when one is due and none is in flight, and a later cycle adds a partition
+// (and a job) for every source partition the finished listing found (a
+// Kafka topic's partition count grew).
+
+// listing is the result of listing every source once.
+type listing struct {
+	keys map[string][]string // source computation → its source partitions
+	errs map[string]error
+}
+
+// listSources asks each source computation's source for its partitions. It
+// reads only the immutable plan: callers need not hold the mutex (and must
+// not, as it may be slow).
+func (c *Controller) listSources(ctx context.Context) listing {
+	l := listing{keys: map[string][]string{}, errs: map[string]error{}}
+	for _, name := range c.cfg.Plan.Order() {
+		comp := c.cfg.Plan.Computations[name]
+		if !comp.IsSource() {
+			continue
+		}
+		keys, err := comp.Source.Partitions(ctx)
+		if err != nil {
+			l.errs[name] = err
+			continue
+		}
+		l.keys[name] = keys
+	}
+	return l
+}
+
+// firstLayout lays out every partition on the first cycle, listing the
+// sources without holding the mutex.
+func (c *Controller) firstLayout(ctx context.Context) error {
+	c.mu.Lock()
+	done := c.laidOut
+	c.mu.Unlock()
+	if done {
+		return nil
+	}
+	l := c.listSources(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.laidOut {
+		return nil // a concurrent Cycle did it
+	}
+	for _, name := range c.cfg.Plan.Order() {
+		if err := l.errs[name]; err != nil {
+			return fmt.Errorf("controller: list partitions of %s's source: %w", name, err)
+		}
+	}
+	for _, name := range c.cfg.Plan.Order() {
+		comp := c.cfg.Plan.Computations[name]
+		if comp.IsSource() {
+			continue
+		}
+		for i := 0; i < comp.Partitions; i++ {
+			lo, hi, toEnd := runtime.PartitionRange(i, comp.Partitions)
+			c.addPartition(comp, runtime.PartitionSpec{ID: runtime.KeyedPartitionID(name, i), Index: i, Lo: lo, Hi: hi, ToEnd: toEnd})
+		}
+	}
+	c.applyListing(l, true)
+	c.laidOut = true
+	c.listing.startedAt = c.cfg.Store.Now()
+	return nil
+}
+
+// relist consumes a finished background listing and starts the next one
+// when due. REQUIRES: c.mu held.
+func (c *Controller) relist(now time.Time) {
+	if l, ok := c.listing.take(); ok {
+		c.applyListing(l, false)
+	}
+	if now.Sub(c.listing.startedAt) >= c.cfg.SourceRelistPeriod && c.listing.start(c.listSources) {
+		c.listing.startedAt = now
+	}
+}
+
+// applyListing adds a partition for every listed source partition not yet
+// in the layout. REQUIRES: c.mu held.
+func (c *Controller) applyListing(l listing, first bool) {
+	for _, name := range c.cfg.Plan.Order() {
+		if err := l.errs[name]; err != nil {
+			c.cfg.Logf("controller: re-list partitions of %s's source: %v", name, err)
+			continue
+		}
+		comp := c.cfg.Plan.Computations[name]
+		for _, k := range l.keys[name] {
+			id := runtime.SourcePartitionID(name, k)
+			if _, ok := c.partitions[id]; ok {
+				continue
+			}
+			if !first {
+				c.cfg.Logf("controller: source partition %s appeared; starting a job for it", id)
+			}
+			c.addPartition(comp, runtime.PartitionSpec{ID: id, SourceKey: k})
+		}
+	}
+}
+
+func (c *Controller) addPartition(comp *runtime.CompPlan, spec runtime.PartitionSpec) {
+	c.partitions[spec.ID] = &partition{comp: comp, spec: spec}
+	c.order = append(c.order, spec.ID)
+}
+
+// lister runs background source listings, one at a time, under its own
+// mutex (never the controller's).
+type lister struct {
+	// startedAt is when the last listing started (store clock). Guarded by
+	// the controller's mutex.
+	startedAt time.Time
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	running bool
+	done    *listing
+	count   int
+}
+
+func (l *lister) init() { l.ctx, l.cancel = context.WithCancel(context.Background()) }
+
+// start runs list on a new goroutine unless a listing is in flight or a
+// finished one waits to be taken; it reports whether it started one.
+func (l *lister) start(list func(context.Context) listing) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.running || l.done != nil || l.ctx.Err() != nil {
+		return false
+	}
+	l.running = true
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		res := list(l.ctx)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.running = false
+		l.done = &res
+		l.count++
+	}()
+	return true
+}
+
+// take returns a finished listing, once.
+func (l *lister) take() (listing, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil {
+		return listing{}, false
+	}
+	res := *l.done
+	l.done = nil
+	return res, true
+}
+
+func (l *lister) completed() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.count
+}
+
+// stop cancels a listing in flight and waits for it, at most wait: a
+// source that ignores its context is abandoned.
+func (l *lister) stop(wait time.Duration) {
+	l.cancel()
+	done := make(chan struct{})
+	go func() { l.wg.Wait(); close(done) }()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}

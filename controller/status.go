@@ -1,0 +1,71 @@
+package controller
+
+import (
+	"time"
+
+	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/transport"
+)
+
+// PartitionStatus describes one partition for status output.
+type PartitionStatus struct {
+	Partition transport.PartitionID
+	Job       runtime.JobID
+	Lease     store.LeaseID
+	Worker    string
+	Restarts  int
+	// LastError is why the partition's last job was removed (kept after
+	// the partition recovers; ConsecutiveFailures says whether it has).
+	LastError   string
+	LastErrorAt *time.Time `json:",omitempty"`
+	// ConsecutiveFailures counts the partition's job failures since its
+	// last healthy run (0: healthy). See Config.RestartBackoff.
+	ConsecutiveFailures int
+	// RestartAt is when the next job may start (store clock), while the
+	// partition waits out its restart backoff.
+	RestartAt *time.Time `json:",omitempty"`
+	// SinkFailures maps each sink whose retries ran out in the partition's
+	// last failed job to its error, until a job runs healthy again.
+	SinkFailures map[string]string `json:",omitempty"`
+}
+
+// Partitions lists the layout.
+func (c *Controller) Partitions() []PartitionStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.cfg.Store.Now()
+	var out []PartitionStatus
+	for _, id := range c.order {
+		p := c.partitions[id]
+		ps := PartitionStatus{Partition: id, Restarts: p.restarts, ConsecutiveFailures: p.failures}
+		if p.lastErr != nil {
+			at := p.lastErrAt
+			ps.LastError, ps.LastErrorAt = p.lastErr.Error(), &at
+		}
+		if p.job != nil {
+			ps.Job, ps.Lease, ps.Worker = p.job.id, p.job.lease, p.job.worker.id
+		} else if now.Before(p.restartAt) {
+			at := p.restartAt
+			ps.RestartAt = &at
+		}
+		if len(p.sinkFailures) > 0 {
+			ps.SinkFailures = make(map[string]string, len(p.sinkFailures))
+			for k, v := range p.sinkFailures {
+				ps.SinkFailures[k] = v
+			}
+		}
+		out = append(out, ps)
+	}
+	return out
+}
+
+// Lease returns the lease of the job running partition p (0 if none).
+func (c *Controller) Lease(p transport.PartitionID) store.LeaseID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if pt, ok := c.partitions[p]; ok && pt.job != nil {
+		return pt.job.lease
+	}
+	return 0
+}
