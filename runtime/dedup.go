@@ -102,14 +102,27 @@ func dedupFloorKey(comp, stream string) []byte {
 
 // DedupFloor returns the persisted dedup floor of (comp, stream): every
 // message on stream below it is processed by comp (0 if none).
+//
+// Data directories written by versions that published "infinity" as the
+// watermark of a completed computation hold the floor 2^63-1, which would
+// make every later message look processed; such a floor is read as the
+// store's current timestamp, which is above every message the completed
+// run sent and below every message a later run sends.
 func DedupFloor(ctx context.Context, st store.Store, comp, stream string) (store.Timestamp, error) {
 	v, ok, err := st.Get(ctx, store.FlowState, dedupFloorKey(comp, stream))
 	if err != nil || !ok {
 		return 0, err
 	}
 	w, _, err := codec.Uint64BE(v)
+	if err == nil && w == legacyInfiniteFloor {
+		return st.Timestamp(ctx)
+	}
 	return store.Timestamp(w), err
 }
+
+// legacyInfiniteFloor is the floor older versions persisted for a
+// completed computation's streams.
+const legacyInfiniteFloor = 1<<63 - 1
 
 // loadFloors raises the watermarks to the persisted dedup floors.
 func (s *inputStore) loadFloors(ctx context.Context, streams []string) error {

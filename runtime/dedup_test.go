@@ -7,6 +7,7 @@ import (
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/clock"
+	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/store"
 	pstore "github.com/weir-stream/weir/store/pebble"
@@ -101,3 +102,27 @@ func TestAtLeastOnceModeSkipsDedup(t *testing.T) {
 }
 
 var _ = time.Second
+
+// TestLegacyInfiniteFloorClamped: a dedup floor of 2^63-1 (what older
+// versions persisted for a completed computation) is read as the store's
+// current timestamp, so messages of a later run are not dropped as
+// processed.
+func TestLegacyInfiniteFloorClamped(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st := openStore(t, clk)
+	txn := store.NewTxn()
+	txn.Put(store.FlowState, dedupFloorKey("C", "s"), codec.AppendUint64BE(nil, legacyInfiniteFloor))
+	if err := st.Commit(ctx, txn); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := st.Timestamp(ctx)
+	w, err := DedupFloor(ctx, st, "C", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := st.Timestamp(ctx)
+	if w <= before || w >= after {
+		t.Fatalf("floor = %d, want a current timestamp between %d and %d", w, before, after)
+	}
+}

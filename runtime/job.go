@@ -465,6 +465,14 @@ func (j *Job) Epoch(ctx context.Context) (EpochResult, error) {
 		s.sink.Commit(ctx)
 	}
 	j.distribute(outs, dests, j.outputSuspect(outs, lineage))
+	if len(fresh) > 0 {
+		// Report before acknowledging the inputs upstream: once an upstream
+		// partition learns its outputs were processed it may report quiet,
+		// and the controller must not pair that with this partition's report
+		// from before the epoch, which lacks the outputs just made (a drain
+		// would look finished while they are in flight).
+		j.report(false)
+	}
 	if j.recv != nil && !j.comp.Swift() {
 		j.recv.Ack(ids(fresh)...)
 	}
@@ -903,7 +911,9 @@ func (j *Job) report(idle bool) {
 		s.EventWM = j.eventWM
 	}
 	undelivered, _ := j.box.undelivered()
-	quiet := undelivered == 0 && len(j.pending) == 0
+	// Delivered outputs whose erase is not yet committed count as in
+	// flight: a pipeline reported stopped must not send them again.
+	quiet := undelivered == 0 && len(j.pending) == 0 && len(j.box.erase) == 0
 	if j.swift != nil {
 		quiet = quiet && j.swift.count() == 0
 	}
