@@ -89,16 +89,16 @@ type OrderedAsyncSink struct {
 	lastDistributedID  msgid.ID
 	lastDistributedSeq SeqNo
 
-	mu          sync.Mutex
-	registered  []asyncReq // distributed, waiting for the epoch commit
-	sending     []asyncReq // handed to the delivery loop
-	written     []asyncReq // accepted by the receiver, not yet recorded
-	recorded    []asyncReq // recorded in the current Sync, acked at Commit
-	failure     error      // sticky delivery failure (retries exhausted)
-	kick        chan struct{}
-	stop        context.CancelFunc
-	loopDone    chan struct{}
-	attempts    int
+	mu         sync.Mutex
+	registered []asyncReq // distributed, waiting for the epoch commit
+	sending    []asyncReq // handed to the delivery loop
+	written    []asyncReq // accepted by the receiver, not yet recorded
+	recorded   []asyncReq // recorded in the current Sync, acked at Commit
+	failure    error      // sticky delivery failure (retries exhausted)
+	kick       chan struct{}
+	stop       context.CancelFunc
+	loopDone   chan struct{}
+	attempts   int
 }
 
 type asyncReq struct {
