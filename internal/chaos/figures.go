@@ -123,6 +123,8 @@ func (f *Figures) Markdown(w io.Writer, build, command string, wall time.Duratio
 	row("F2/F8 lost workers (heartbeats stop, jobs move)", "%d", s.WorkerLosses)
 	row("F3 WAL write/fsync errors (store broken → process restart)", "%d (%d armed but not reached)", s.StoreErrors, s.StoreErrNotFired)
 	row("F1/F3 power losses (unsynced data dropped → restart)", "%d", s.PowerLosses)
+	row("F8 pause → stop (drained: empty outboxes checked) → start", "%d", s.PauseStops)
+	row("F8 source partitions appearing mid-run (rows older than the watermark)", "%d", s.NewPartitions)
 	row("F4 ambiguous commits", "%d (%d applied, %d not applied, %d landing late: %d applied before any retry, %d rejected by the guard; all resolved by the partition_transactions row)",
 		s.AmbiguousApplied+s.AmbiguousLost+s.AmbiguousLate, s.AmbiguousApplied, s.AmbiguousLost, s.AmbiguousLate, s.LateApplied, s.LateRejected)
 	row("Transport: lost acks / redeliveries", "%d / %d", s.AcksLost, s.Redeliveries)

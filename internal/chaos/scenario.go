@@ -85,6 +85,10 @@ type FaultSet struct {
 	StoreError  bool // F3: WAL write/fsync error; the process restarts
 	PowerLoss   bool // F1/F3: unsynced data dropped; the process restarts
 	ExpireLease bool // zombies end by lease expiry (pings lost), not abort
+	PauseStop   bool // the pipeline is paused, stopped (drained) and restarted
+	// NewPartition: the last source partition is hidden until an episode
+	// reveals it (needs two source partitions or more).
+	NewPartition bool
 }
 
 func (f FaultSet) String() string {
@@ -94,7 +98,7 @@ func (f FaultSet) String() string {
 		name string
 	}{{f.Crash, "crash"}, {f.Zombie, "zombie"}, {f.WorkerLoss, "worker-loss"}, {f.Ambiguous, "ambiguous"},
 		{f.AckLoss, "ack-loss"}, {f.Redeliver, "redeliver"}, {f.StoreError, "store-error"}, {f.PowerLoss, "power-loss"},
-		{f.ExpireLease, "expire-lease"}} {
+		{f.ExpireLease, "expire-lease"}, {f.PauseStop, "pause-stop"}, {f.NewPartition, "new-partition"}} {
 		if x.on {
 			on = append(on, x.name)
 		}
@@ -114,6 +118,14 @@ const (
 	EpWorkerLoss EpisodeKind = "worker-loss"
 	EpStoreError EpisodeKind = "store-error"
 	EpPowerLoss  EpisodeKind = "power-loss"
+	// EpPauseStop pauses the pipeline, then asks it to stop (which must
+	// drain first: "stopped" means nothing is in flight), then starts it
+	// again — the pipeline state machine's transitions under load.
+	EpPauseStop EpisodeKind = "pause-stop"
+	// EpNewPartition reveals a source partition that was hidden until now
+	// (a topic's partition count grew): its rows carry write times from
+	// before the stream's watermark and must still be processed once.
+	EpNewPartition EpisodeKind = "new-partition"
 )
 
 // Episode is one discrete fault.
@@ -205,7 +217,8 @@ func Draw(seed uint64, messages int) Scenario {
 	f := FaultSet{
 		Crash: r.IntN(2) == 0, Zombie: r.IntN(2) == 0, WorkerLoss: r.IntN(3) == 0, Ambiguous: r.IntN(2) == 0,
 		AckLoss: r.IntN(2) == 0, Redeliver: r.IntN(2) == 0, StoreError: r.IntN(2) == 0, PowerLoss: r.IntN(2) == 0,
-		ExpireLease: r.IntN(2) == 0,
+		ExpireLease: r.IntN(2) == 0, PauseStop: r.IntN(3) == 0,
+		NewPartition: r.IntN(3) == 0 && sc.Workload.SourcePartitions > 1,
 	}
 	if f.ExpireLease {
 		c.LostTimeout = 3 * c.LeaseTimeout
@@ -254,6 +267,13 @@ func Draw(seed uint64, messages int) Scenario {
 	episodes(f.WorkerLoss, EpWorkerLoss, longer)
 	episodes(f.StoreError, EpStoreError, 2*longer)
 	episodes(f.PowerLoss, EpPowerLoss, 2*longer)
+	episodes(f.PauseStop, EpPauseStop, longer)
+	if f.NewPartition {
+		// Progress counts every partition's rows, so the reveal must come
+		// before the visible partitions alone could reach it.
+		n := float64(sc.Workload.SourcePartitions)
+		sc.Episodes = append(sc.Episodes, Episode{Kind: EpNewPartition, At: (0.05 + 0.8*r.Float64()) * (n - 1) / n})
+	}
 	sortEpisodes(sc.Episodes)
 	// The first zombie freezes before its commit, so that every seed with
 	// zombies has a zombie commit for the fence to reject.

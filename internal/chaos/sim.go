@@ -124,6 +124,13 @@ type sim struct {
 	ledger                                                   ledger
 	progress                                                 atomic.Int64
 	released                                                 atomic.Int64
+	// hidden names the source partition EpNewPartition... (FaultSet.NewPartition)
+	// keeps out of the source's listing until released reaches revealCap;
+	// revealing is set from the reveal until the controller runs a job for it.
+	hidden         atomic.Pointer[string]
+	revealCap      int64
+	revealing      bool
+	revealDeadline time.Time
 
 	life      *life
 	lives     int
@@ -191,6 +198,13 @@ func Run(ctx context.Context, sc Scenario, opts Options) *Result {
 	s.ambiguousBudget.left.Store(int64(sc.AmbiguousBudget))
 	s.ackBudget.left.Store(int64(sc.AckBudget))
 	s.redeliverBudget.left.Store(int64(sc.RedeliverBudget))
+	for _, e := range sc.Episodes {
+		if e.Kind == EpNewPartition {
+			h := fmt.Sprintf("p%d", sc.SourcePartitions-1)
+			s.hidden.Store(&h)
+			s.revealCap = int64(e.At * float64(sc.Messages))
+		}
+	}
 	start := time.Now()
 	res := s.run(ctx)
 	res.Elapsed = time.Since(start)
@@ -271,7 +285,7 @@ func (s *sim) startLife(ctx context.Context) error {
 		LeaseTimeout: s.sc.LeaseTimeout, LeasePingPeriod: s.sc.LeaseTimeout / 5, LostWorkerTimeout: s.sc.LostTimeout,
 		// The simulated clock may stand still (ClockStep 0): a crashed job
 		// restarts in the next cycle, as before restart backoff existed.
-		RestartBackoff: -1, Hooks: l.hooks, Rand: rand.New(rand.NewPCG(s.sc.Seed, uint64(s.lives))), Logf: s.logf,
+		RestartBackoff: -1, SourceRelistPeriod: 100 * time.Millisecond, Hooks: l.hooks, Rand: rand.New(rand.NewPCG(s.sc.Seed, uint64(s.lives))), Logf: s.logf,
 	})
 	if err == nil {
 		err = l.ctl.Load(ctx)
@@ -367,7 +381,7 @@ func (s *sim) plan(st store.Store) (*runtime.Plan, error) {
 	counterIn := "words"
 	plan := &runtime.Plan{Computations: map[string]*runtime.CompPlan{
 		readerComp: {
-			Code: builtin.Passthrough(readerKind), Source: &pacedSource{Source: testconn.NewSource(s.in.parts), released: &s.released, parts: s.sc.SourcePartitions}, SourceStream: "events",
+			Code: builtin.Passthrough(readerKind), Source: &pacedSource{Source: testconn.NewSource(s.in.parts), released: &s.released, parts: s.sc.SourcePartitions, hidden: &s.hidden}, SourceStream: "events",
 			Outputs: []string{"words"}, Batch: batch, LeaseCheckPeriod: c.LeaseCheckPeriod,
 		},
 		counterComp: {
@@ -434,7 +448,11 @@ func (s *sim) run(ctx context.Context) *Result {
 			continue
 		}
 		s.clk.Advance(s.sc.ClockStep)
-		s.released.Add(int64(max(1, s.sc.Messages/max(1, s.sc.PaceCycles))))
+		s.release()
+		if err := s.watchReveal(l); err != nil {
+			s.violate("C7", "%v", err)
+			return s.finish(ctx, res)
+		}
 		if ep == nil && len(eps) > 0 && float64(s.progress.Load()) >= eps[0].At*float64(s.sc.Messages) {
 			ep = &episode{Episode: eps[0]}
 			eps = eps[1:]
@@ -478,6 +496,48 @@ func (s *sim) run(ctx context.Context) *Result {
 		s.life.hooks.unfreeze()
 	}
 	return s.finish(ctx, res)
+}
+
+// release lets the source show more input, like a producer writing while
+// the pipeline runs. While a partition is hidden (FaultSet.NewPartition),
+// the release stops at revealCap, so the visible partitions cannot finish
+// (and the pipeline complete) before the hidden one appears; at the cap it
+// is revealed.
+func (s *sim) release() {
+	step := int64(max(1, s.sc.Messages/max(1, s.sc.PaceCycles)))
+	h := s.hidden.Load()
+	if h == nil {
+		s.released.Add(step)
+		return
+	}
+	if s.released.Load() < s.revealCap {
+		s.released.Store(min(s.released.Load()+step, s.revealCap))
+		return
+	}
+	s.hidden.Store(nil)
+	s.revealing, s.revealDeadline = true, time.Now().Add(20*time.Second)
+	s.logf("new partition: source partition %s appears", *h)
+}
+
+// watchReveal moves the clock past the controller's re-list period while a
+// revealed partition waits for its job, and fails if none starts in time.
+func (s *sim) watchReveal(l *life) error {
+	if !s.revealing {
+		return nil
+	}
+	part := runtime.SourcePartitionID(readerComp, fmt.Sprintf("p%d", s.sc.SourcePartitions-1))
+	for _, p := range l.ctl.Partitions() {
+		if p.Partition == part && p.Job != "" {
+			s.revealing = false
+			s.stats.add(func(st *Stats) { st.NewPartitions++ })
+			return nil
+		}
+	}
+	if time.Now().After(s.revealDeadline) {
+		return fmt.Errorf("source partition %s appeared but got no job within 20s", part)
+	}
+	s.clk.Advance(50 * time.Millisecond)
+	return nil
 }
 
 // resumeZombie lets the frozen job of ep go on, after its partition was
@@ -692,8 +752,73 @@ func (s *sim) step(ctx context.Context, ep *episode) (bool, error) {
 		t0 := time.Now()
 		s.stats.add(func(st *Stats) { st.PowerLosses++ })
 		return true, s.restart(ctx, "power loss ("+ep.Episode.String()+")", t0, crashed)
+	case EpNewPartition:
+		return true, nil // release reveals the partition (see sim.release)
+	case EpPauseStop:
+		return s.pauseStop(ctx, l, ep, now)
 	}
 	return false, nil
+}
+
+// pauseStop drives EpPauseStop: pause (jobs stopped at once), then stop
+// (the pipeline runs again in draining mode until nothing is in flight),
+// check that "stopped" means drained — no partition's outbox holds an
+// output — then start again. A process restart in between finds the
+// persisted state and target and carries on.
+func (s *sim) pauseStop(ctx context.Context, l *life, ep *episode, now time.Time) (bool, error) {
+	reach := func(want controller.State, next controller.State, phase int) (bool, error) {
+		if st := l.ctl.State(); st != want {
+			if st == controller.Completed {
+				return true, nil
+			}
+			if now.After(ep.deadline) {
+				return true, fmt.Errorf("pause-stop: state %s, waited 30s for %s", st, want)
+			}
+			return false, nil
+		}
+		if want == controller.Stopped {
+			n, err := countRows(ctx, l.st, store.OutputMessages)
+			if err != nil {
+				return true, err
+			}
+			if n != 0 {
+				s.violate("C7", "pipeline reported stopped with %d outputs still in outboxes: stopped must mean drained", n)
+			}
+		}
+		if err := l.ctl.SetTarget(next); err != nil {
+			return true, err
+		}
+		s.logf("pause-stop: %s reached; target %s", want, next)
+		ep.phase, ep.deadline = phase, now.Add(30*time.Second)
+		return false, nil
+	}
+	switch ep.phase {
+	case 0:
+		if err := l.ctl.SetTarget(controller.Paused); err != nil {
+			return true, err
+		}
+		s.logf("pause-stop: target paused")
+		ep.phase, ep.deadline = 1, now.Add(30*time.Second)
+	case 1:
+		return reach(controller.Paused, controller.Stopped, 2)
+	case 2:
+		return reach(controller.Stopped, controller.Working, 3)
+	case 3:
+		if l.ctl.State() == controller.Working {
+			s.stats.add(func(st *Stats) { st.PauseStops++ })
+			return true, nil
+		}
+		if now.After(ep.deadline) {
+			return true, fmt.Errorf("pause-stop: state %s, waited 30s for working", l.ctl.State())
+		}
+	}
+	return false, nil
+}
+
+func countRows(ctx context.Context, st store.Store, t store.Table) (int, error) {
+	n := 0
+	err := st.Scan(ctx, store.Range{Table: t}, func(_, _ []byte) bool { n++; return true })
+	return n, err
 }
 
 // restCheck runs the at-rest checks on a freshly reopened store, before

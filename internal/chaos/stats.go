@@ -31,6 +31,8 @@ type Stats struct {
 	StoreErrors                              int // WAL write/fsync errors that broke the store (process restarts)
 	StoreErrNotFired                         int
 	PowerLosses                              int
+	PauseStops                               int // pause → stop (drained) → start episodes completed
+	NewPartitions                            int // source partitions revealed while running
 	PebblePanics                             int // Pebble panicked on a failed WAL: a process crash
 	Restarts                                 int // process restarts (store errors + power losses)
 
@@ -74,6 +76,8 @@ func (s *Stats) Add(o Stats) {
 	s.StoreErrors += o.StoreErrors
 	s.StoreErrNotFired += o.StoreErrNotFired
 	s.PowerLosses += o.PowerLosses
+	s.PauseStops += o.PauseStops
+	s.NewPartitions += o.NewPartitions
 	s.PebblePanics += o.PebblePanics
 	s.Restarts += o.Restarts
 	s.ZombieAttempts += o.ZombieAttempts
@@ -99,7 +103,7 @@ func (s Stats) CrashTotal() int {
 // FaultTotal is the number of injected faults of every type.
 func (s Stats) FaultTotal() int {
 	return s.CrashTotal() + s.ZombieEpisodes + s.WorkerLosses + s.AmbiguousApplied + s.AmbiguousLost + s.AmbiguousLate +
-		s.AcksLost + s.Redeliveries + s.StoreErrors + s.PowerLosses
+		s.AcksLost + s.Redeliveries + s.StoreErrors + s.PowerLosses + s.PauseStops + s.NewPartitions
 }
 
 // statsBox is a Stats shared by a run's goroutines.

@@ -233,6 +233,24 @@ type pacedSource struct {
 	*testconn.Source
 	released *atomic.Int64
 	parts    int
+	// hidden, while set, leaves partition hidden.Load() out of Partitions
+	// (EpNewPartition reveals it).
+	hidden *atomic.Pointer[string]
+}
+
+func (s *pacedSource) Partitions(ctx context.Context) ([]string, error) {
+	keys, err := s.Source.Partitions(ctx)
+	h := s.hidden.Load()
+	if err != nil || h == nil {
+		return keys, err
+	}
+	out := keys[:0:0]
+	for _, k := range keys {
+		if k != *h {
+			out = append(out, k)
+		}
+	}
+	return out, nil
 }
 
 func (s *pacedSource) Open(ctx context.Context, key string) (connector.SourcePartition, error) {
