@@ -18,6 +18,12 @@ const (
 	CrashProgressPublished = "progress-published"
 )
 
+// CrashEnv names the environment variable read by a weir_crashpoints
+// build: "POINT:N" kills the process with SIGKILL the N-th time (from 1)
+// any sink instance reaches POINT. Only test binaries are built with the
+// tag; other builds ignore it.
+const CrashEnv = "WEIR_STATICTABLE_CRASH"
+
 // CrashPoints lists the crash points in publish order.
 var CrashPoints = []string{CrashTempPartial, CrashTempComplete, CrashTablePublished, CrashProgressPublished}
 

@@ -11,12 +11,6 @@ import (
 	"syscall"
 )
 
-// CrashEnv names the environment variable read by a weir_crashpoints
-// build: "POINT:N" kills the process with SIGKILL the N-th time (from 1)
-// any sink instance reaches POINT. Only test binaries are built with the
-// tag.
-const CrashEnv = "WEIR_STATICTABLE_CRASH"
-
 func init() {
 	v := os.Getenv(CrashEnv)
 	if v == "" {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/connector/statictable"
+	"github.com/weir-stream/weir/connector/statictable/tabletest"
 	"github.com/weir-stream/weir/controller"
 	"github.com/weir-stream/weir/engine"
 	"github.com/weir-stream/weir/internal/enginetest"
@@ -127,7 +128,7 @@ func TestEngineExactlyOnce(t *testing.T) {
 	}{{"one-partition", 1, 0}, {"three-partitions-crashes", 3, 0.05}} {
 		t.Run(tc.name, func(t *testing.T) {
 			in, out := t.TempDir(), t.TempDir()
-			want := writeInput(t, in, 6, 700, 40, 1)
+			want := tabletest.WriteInput(t, in, 6, 700, 40, 1)
 			var hooks runtime.Hooks
 			var crashes *enginetest.Crashes
 			if tc.crash > 0 {
@@ -138,7 +139,7 @@ func TestEngineExactlyOnce(t *testing.T) {
 			if crashes != nil {
 				t.Logf("crashes injected: %v", crashes.Injected)
 			}
-			checkExact(t, readOutput(t, out), want)
+			tabletest.CheckExact(t, tabletest.ReadOutput(t, out), want)
 		})
 	}
 }

@@ -1,54 +1,63 @@
-package statictable_test
+// Package tabletest holds the test fixtures of the static table
+// connectors, shared by their package tests and the weir command's
+// end-to-end tests: input tables written with parquet-go, and the
+// exactly-once oracle, which reads an output directory's manifest and
+// tables with parquet-go (never with the connector's own reader).
+package tabletest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
 	pq "github.com/parquet-go/parquet-go"
 )
 
-// inputRow is a row of the test input tables.
-type inputRow struct {
+// InputRow is a row of the test input tables.
+type InputRow struct {
 	Key string `parquet:"key"`
 	I   int64  `parquet:"i"`
 }
 
-// countRow is a row the Counter pipeline writes.
-type countRow struct {
+// CountRow is a row the Counter pipeline writes.
+type CountRow struct {
 	Key   string `parquet:"key"`
 	Count int64  `parquet:"count"`
 }
 
-// writeInput writes tables Parquet tables of rows rows each (keys chosen
+// WriteInput writes tables Parquet tables of rows rows each (keys chosen
 // with seed over keys keys) into dir, named by consecutive hours from
 // 2024-01-01, written to a temporary name and renamed (tables appear
 // whole). It returns the expected count per key.
-func writeInput(t testing.TB, dir string, tables, rows, keys int, seed uint64) map[string]int {
+func WriteInput(t testing.TB, dir string, tables, rows, keys int, seed uint64) map[string]int {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 11))
 	want := map[string]int{}
 	i := int64(0)
 	for tb := 0; tb < tables; tb++ {
-		var rs []inputRow
+		var rs []InputRow
 		for j := 0; j < rows; j++ {
 			k := fmt.Sprintf("k%03d", r.IntN(keys))
 			want[k]++
-			rs = append(rs, inputRow{Key: k, I: i})
+			rs = append(rs, InputRow{Key: k, I: i})
 			i++
 		}
 		name := time.Date(2024, 1, 1, tb, 0, 0, 0, time.UTC).Format("2006-01-02T15:04:05Z") + ".parquet"
-		writeParquetFile(t, filepath.Join(dir, name), rs)
+		WriteParquetFile(t, filepath.Join(dir, name), rs)
 	}
 	return want
 }
 
-func writeParquetFile[T any](t testing.TB, path string, rows []T) {
+// WriteParquetFile writes rows as a Parquet file at path, through a
+// hidden temporary name and a rename.
+func WriteParquetFile[T any](t testing.TB, path string, rows []T) {
 	t.Helper()
 	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
 	f, err := os.Create(tmp)
@@ -70,10 +79,10 @@ func writeParquetFile[T any](t testing.TB, path string, rows []T) {
 	}
 }
 
-// readOutput is the oracle's reader: it reads the output directory's
+// ReadOutput is the oracle's reader: it reads the output directory's
 // progress manifest and every table it lists with parquet-go (not with the
 // package's own reader), and returns each key's counts, sorted.
-func readOutput(t testing.TB, dir string) map[string][]int64 {
+func ReadOutput(t testing.TB, dir string) map[string][]int64 {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "_weir_manifest.json"))
 	if err != nil {
@@ -90,7 +99,7 @@ func readOutput(t testing.TB, dir string) map[string][]int64 {
 	}
 	got := map[string][]int64{}
 	for _, tb := range m.Tables {
-		rows, err := pq.ReadFile[countRow](filepath.Join(dir, tb.Name))
+		rows, err := pq.ReadFile[CountRow](filepath.Join(dir, tb.Name))
 		if err != nil {
 			t.Fatalf("output table %s: %v", tb.Name, err)
 		}
@@ -107,11 +116,20 @@ func readOutput(t testing.TB, dir string) map[string][]int64 {
 	return got
 }
 
-// checkExact is the exactly-once oracle: every key's counts are 1..n,
+// CheckExact is the exactly-once oracle: every key's counts are 1..n,
 // each once.
-func checkExact(t testing.TB, got map[string][]int64, want map[string]int) {
+func CheckExact(t testing.TB, got map[string][]int64, want map[string]int) {
 	t.Helper()
-	bad := 0
+	if err := Exact(got, want); err != nil {
+		t.Error(err)
+	}
+}
+
+// Exact returns nil if every key's counts in got are exactly 1..n, each
+// once, with n from want; otherwise an error describing the first keys
+// that are not.
+func Exact(got map[string][]int64, want map[string]int) error {
+	var bad []string
 	for k, n := range want {
 		c := got[k]
 		ok := len(c) == n
@@ -119,17 +137,20 @@ func checkExact(t testing.TB, got map[string][]int64, want map[string]int) {
 			ok = c[i] == int64(i+1)
 		}
 		if !ok {
-			if bad++; bad <= 5 {
-				t.Errorf("key %s: want counts 1..%d once each, got %d values %v", k, n, len(c), summarize(c))
-			}
+			bad = append(bad, fmt.Sprintf("key %s: want counts 1..%d once each, got %d values %v", k, n, len(c), summarize(c)))
 		}
 	}
 	if len(got) != len(want) {
-		t.Errorf("output has %d keys, input %d", len(got), len(want))
+		bad = append(bad, fmt.Sprintf("output has %d keys, input %d", len(got), len(want)))
 	}
-	if bad > 5 {
-		t.Errorf("... %d keys wrong in all", bad)
+	if len(bad) == 0 {
+		return nil
 	}
+	sort.Strings(bad)
+	if len(bad) > 5 {
+		bad = append(bad[:5], fmt.Sprintf("... %d problems in all", len(bad)))
+	}
+	return errors.New(strings.Join(bad, "\n"))
 }
 
 func summarize(c []int64) string {
