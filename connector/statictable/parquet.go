@@ -440,14 +440,13 @@ func writeParquet(w io.Writer, cols []Column, codec compress.Codec, rows []*pend
 		return err
 	}
 	for _, p := range rows {
-		for k := range p.msg.Payload {
-			if _, ok := index[k]; !ok {
-				return fmt.Errorf("message %s: column %q is not declared in columns", p.msg.ID, k)
-			}
-		}
-		start := len(values)
+		start, present := len(values), 0
 		for i, c := range cols {
-			v, err := parquetValue(c.Type, p.msg.Payload[c.Name])
+			raw, ok := p.msg.Payload[c.Name]
+			if ok {
+				present++
+			}
+			v, err := parquetValue(c.Type, raw)
 			if err != nil {
 				return fmt.Errorf("message %s: column %q: %w", p.msg.ID, c.Name, err)
 			}
@@ -455,6 +454,13 @@ func writeParquet(w io.Writer, cols []Column, codec compress.Codec, rows []*pend
 				values = append(values, v.Level(0, 0, i))
 			} else {
 				values = append(values, v.Level(0, 1, i))
+			}
+		}
+		if present != len(p.msg.Payload) {
+			for k := range p.msg.Payload {
+				if _, ok := index[k]; !ok {
+					return fmt.Errorf("message %s: column %q is not declared in columns", p.msg.ID, k)
+				}
 			}
 		}
 		buf = append(buf, pq.Row(values[start:len(values):len(values)]))
