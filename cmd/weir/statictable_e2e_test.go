@@ -112,8 +112,8 @@ func TestStaticTableCrashPoints(t *testing.T) {
 // TestStaticTableRandomKills: SIGKILL at random moments, rerun until the
 // pipeline completes; exactly once.
 func TestStaticTableRandomKills(t *testing.T) {
-	f := newStaticFixture(t, 8, 2500, 100, 21)
-	kills := runKilled(t, f.data, f.spec, 21, 6)
+	f := newStaticFixture(t, 6, 1500, 100, 21)
+	kills := runKilled(t, f.data, f.spec, 21, 5)
 	t.Logf("%d SIGKILLs before completion", kills)
 	f.check(t)
 }
