@@ -117,7 +117,7 @@ func runEngine(t testing.TB, storeDir, specText string, hooks runtime.Hooks) {
 }
 
 // TestEngineExactlyOnce: Parquet tables through the Counter pipeline into
-// Parquet and JSON Lines output, with the source split over partitions and
+// Parquet output tables, with the source split over partitions and
 // jobs crashed at random at every epoch crash point: each key's counts are
 // exactly 1..n in the output tables.
 func TestEngineExactlyOnce(t *testing.T) {
