@@ -7,6 +7,7 @@ import (
 	"github.com/weir-stream/weir/connector/httpsink"
 	"github.com/weir-stream/weir/connector/kafka"
 	"github.com/weir-stream/weir/connector/queue"
+	"github.com/weir-stream/weir/connector/statictable"
 )
 
 // DefaultClasses returns a registry with the built-in computation classes
@@ -22,7 +23,7 @@ func DefaultClasses() *weir.Registry {
 // DefaultConnectors returns a registry with every connector weir ships.
 func DefaultConnectors() *connector.Registry {
 	r := connector.NewRegistry()
-	for _, reg := range []func(*connector.Registry) error{queue.Register, httpsink.Register, kafka.Register} {
+	for _, reg := range []func(*connector.Registry) error{queue.Register, httpsink.Register, kafka.Register, statictable.Register} {
 		if err := reg(r); err != nil {
 			panic(err)
 		}

@@ -1,0 +1,158 @@
+// Package statictable holds Flow's Static Table connectors, mapped to files
+// in a directory: StaticTableSource (exactly-once by read ranges) and
+// ArrivalOrderTableSink (exactly-once: each table and its progress are
+// published in one atomic step). Register adds them to a connector
+// registry; the engine's DefaultConnectors does.
+//
+// # The mapping from YTsaurus
+//
+//	Flow (YTsaurus)                             weir
+//	static table (Cypress node, immutable)      an immutable file in a directory: Parquet (.parquet)
+//	                                            or JSON Lines (.jsonl, .ndjson), by extension
+//	table timestamp locator (ISO 8601 names)    table_name_pattern: the ISO 8601 time in the file name
+//	controller's table order                    the source's catalog in the pipeline's store, appended
+//	                                            by Source.Partitions, which the controller calls
+//	read ranges                                 offsets (table ordinal, row index), committed with the epoch
+//	output_directory + @progress attribute      output_directory + _weir_manifest.json
+//	master transaction (table + @progress)      temporary file, rename, then one atomic manifest replace
+//	                                            under the directory's lock
+//	expiration_time attribute                   expires in the manifest; the sink removes expired tables
+//
+// Directories are local paths. Both connectors reach files through small
+// seams (the source through os calls in source.go, the sink through Dir)
+// so that an object store can be added: it needs list, read, put of a
+// finished object, and a conditional put of the manifest.
+//
+// # StaticTableSource: exactly-once by read ranges
+//
+// Parameters: directory (required), table_name_pattern, finite,
+// partition_count (see SourceParams).
+//
+// Tables. Every regular file of directory whose extension is a table
+// format's and whose name does not start with '.' or '_' is a table if
+// table_name_pattern finds an ISO 8601 time in its name; other files are
+// logged once and ignored. Tables must appear whole: write them under a
+// hidden name and rename. If the directory holds an ArrivalOrderTableSink
+// progress manifest, only the tables it lists are tables, so a pipeline
+// can read another's output exactly-once.
+//
+// Order. The controller calls Partitions when it lays out the pipeline and
+// every re-list period (10 s) after. Partitions appends the tables that
+// appeared to the catalog, a dense list in the pipeline's store: new tables
+// get the next ordinals in the order of their timestamps (ties by name).
+// An ordinal never changes. A table whose timestamp is earlier than an
+// already cataloged one arrived late: it is read after the tables before
+// it in the catalog (arrival order; logged). Catalog writes are
+// conditional (CheckAbsent), so two writers cannot give an ordinal two
+// meanings.
+//
+// Partitions and offsets. The source has partition_count partitions, keyed
+// "<directory>#<i>"; partition i reads the tables whose ordinal is i mod
+// partition_count, in ordinal order, so tables are spread over partitions
+// and each partition reads its tables one after the other. A partition's
+// offset is (ordinal, row): ordinal in the high 24 bits, row index in the
+// low 40 (offset.go). Offsets are stable across runs because ordinals are;
+// the runtime commits the position with the epoch, so the committed read
+// range of each table advances only with the epoch commit, and a restart
+// resumes at the committed row. partition_count is fixed once the catalog
+// exists (changing it is an error naming it).
+//
+// Timestamps. Row r of a table gets WriteTimestamp (the message's
+// SystemTimestamp) base + r, where base = max(the table's own timestamp,
+// the end of the partition's previous table): strictly increasing within
+// a partition, the same on every replay, and the table's name time as
+// Flow's locator gives it.
+//
+// Identity. The catalog records each table's size and modification time
+// when it is cataloged; the partition that first opens it adds the SHA-256
+// of its contents, its row count and its base. From then on any difference
+// — at a re-list (size, mtime), or when a partition opens it (size, mtime,
+// checksum, rows) — is an error naming the table, never a silent re-read:
+// the partition stops at its committed position until the table is
+// restored (a table read to the end may also be removed; a removed table
+// that is not fully read is an error). A table that changed before any
+// partition opened it is simply cataloged anew. A truncated or corrupt
+// Parquet file, a malformed JSON Lines line and an unreadable file
+// (permissions) are errors naming the file (and the line); the partition's
+// job fails and restarts at its committed position, so nothing is lost
+// and fixing the file lets it continue.
+//
+// finite = %true ends each partition after the last cataloged table of
+// the partition, so the pipeline completes; otherwise the partitions wait
+// for new tables.
+//
+// What a later source over another segmented input can reuse: the
+// position type (segment ordinal, row) and its packing into offsets, the
+// conditional append-only catalog of segments, and the walk of a
+// partition's segments in Read (sourcePartition), which only needs "open
+// segment g at row r".
+//
+// # ArrivalOrderTableSink: exactly-once
+//
+// Parameters: output_directory and table_ttl (required), table_period,
+// max_row_count, max_data_weight, format, columns, compression,
+// close_delay (see SinkParams).
+//
+// The grid. Each partition of the writing computation writes its own
+// tables, one after the other, in message id order (the order the engine
+// hands outputs to a sink). A row belongs to the table_period slot that
+// holds its SystemTimestamp. The open table closes when a row of a later
+// slot arrives (the slot's time boundary: no earlier row can follow in id
+// order), when it holds max_row_count rows or max_data_weight, or when the
+// wall clock has passed the slot's end and no row arrived for close_delay.
+// A late row (of an earlier slot) goes into the open table: tables are
+// written in arrival order. Tables are named
+// "<slot start, ISO 8601>_<table number>.<ext>", numbered by a sequence
+// shared by all partitions, so a StaticTableSource reads them in slot
+// order. An empty slot T gets an empty table only as Flow creates one:
+// when T ≤ wall clock and the input system watermark is beyond
+// T + table_period — here, when a row of a later slot arrives after a gap
+// (rows arrive in id order with non-decreasing system timestamps, so that
+// row bounds the watermark) and no partition has a table for T; slots
+// that expire at creation are skipped.
+//
+// The publish step (Flow: table + @progress in one master transaction).
+// The manifest lists the published tables and, per partition, the
+// frontier (system_timestamp, message_id) of the last message its tables
+// hold. To publish, the sink writes the rows above the frontier to a
+// temporary file and syncs it; takes the directory lock; checks the owner
+// and that the partition's frontier is still the one it started from;
+// renames the file to its table name; and replaces the manifest — listing
+// the table, advancing the frontier, dropping expired tables — by
+// writing a temporary manifest and renaming it over the old one. That
+// rename is the one atomic step: a crash before it leaves only unlisted
+// files (readers ignore them; the next Init removes them), a crash after
+// it leaves the table and its progress. Readers must go by the manifest
+// (StaticTableSource does).
+//
+// Replay. After a restart, the engine re-hands the partition's
+// unacknowledged outputs from the outbox in id order; those at or below
+// the manifest's frontier are not written again. If another instance of
+// the partition (a replaced job's zombie) advanced the frontier meanwhile,
+// the publish sees it under the lock, drops the rows the new frontier
+// covers and writes only the uncovered tail, without restarting the job.
+//
+// Delivery. A message is acknowledged (and leaves the outbox) only after
+// its table was published and the next epoch committed the frontier into
+// the sink's partition state: the delivery callback fires after the
+// external commit and the following epoch commit. That record also guards
+// the manifest: if the manifest is missing or its frontier is behind the
+// recorded one (deleted, restored from a copy), the sink stops with
+// ErrProgressLost rather than write duplicates or skip rows. A directory
+// belongs to one sink of one pipeline (owner id in the manifest;
+// ErrNotOwner otherwise).
+//
+// Expiry. table_ttl is required, with table_ttl / table_period ≤ 40000. A
+// table expires at max(slot start, creation) + table_ttl; the sink drops
+// expired tables from the manifest at each publish (and when one is due)
+// and then deletes their files.
+//
+// Errors while publishing (a full disk, a lost manifest) fail the epoch:
+// the job restarts from its committed state and publishes again.
+//
+// # Metrics
+//
+// See metricVecs: rows, tables and errors of the source; rows, replayed
+// rows, tables, bytes, expired tables, frontier conflicts and publish time
+// of the sink.
+package statictable

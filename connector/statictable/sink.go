@@ -1,0 +1,695 @@
+package statictable
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/parquet-go/parquet-go/compress"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/internal/codec"
+	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/store"
+)
+
+// SinkClassName is ArrivalOrderTableSink's sink_class_name.
+const SinkClassName = "ArrivalOrderTableSink"
+
+// ErrProgressLost: the output directory's progress manifest is missing or
+// behind what the pipeline recorded as published (it was deleted,
+// replaced or restored from an old copy). The sink stops rather than write
+// tables that may duplicate or skip rows.
+var ErrProgressLost = errors.New("progress manifest lost or rolled back")
+
+// ErrNotOwner: the output directory belongs to another sink or pipeline.
+var ErrNotOwner = errors.New("output directory belongs to another sink")
+
+// pending is one message of the sink's input stream and its delivery
+// callback.
+type pending struct {
+	msg    *weir.Message
+	done   func(error)
+	weight int
+}
+
+// openSlot is the table being filled: the rows for slot, in arrival order.
+type openSlot struct {
+	slot        time.Time
+	rows        []*pending
+	weight      int64
+	lastArrival time.Time
+}
+
+// Sink is ArrivalOrderTableSink, one instance per partition of the
+// writing computation. The package documentation describes the protocol;
+// in short, per message:
+//
+//	Distribute → registered → (epoch commit) Commit → open table
+//	  → published (table file + manifest frontier, one atomic step)
+//	  → recorded in the next epoch's Sync → acknowledged at its Commit.
+//
+// Messages at or below the partition's frontier in the manifest were
+// published by an earlier life: they skip the tables and are acknowledged
+// the same way.
+type Sink struct {
+	id, path string
+	p        *SinkParams
+	codec    compress.Codec
+	dir      Dir
+	logf     func(format string, args ...any)
+	newDir   func(string) (Dir, error)
+
+	sc    connector.SinkContext
+	now   func() time.Time
+	part  string
+	tag   string
+	owner string
+
+	// base is the partition's frontier in the manifest, as this instance
+	// last saw it; recordedID the frontier the pipeline's store records.
+	base       frontier
+	recordedID msgid.ID
+	lastID     msgid.ID
+
+	registered []*pending
+	open       *openSlot
+	published  []*pending
+	recorded   []*pending
+	nextExpiry time.Time
+
+	mu      sync.Mutex
+	failure error
+
+	mRows, mReplayed, mData, mEmpty, mBytes, mExpired, mConflicts prometheus.Counter
+	mPublish                                                      prometheus.Observer
+}
+
+// NewSink builds an ArrivalOrderTableSink instance from its spec
+// parameters. It does not touch the directory: Init does.
+func NewSink(sp connector.SinkParams, o Options) (*Sink, error) {
+	p, err := ParseSinkParams(sp.Path+".parameters", sp.Parameters)
+	if err != nil {
+		return nil, err
+	}
+	if sp.AtMostOnce != nil {
+		return nil, fmt.Errorf("%s.at_most_once_strategy: ArrivalOrderTableSink is exactly-once only", sp.Path)
+	}
+	c, _ := parquetCodec(p.Compression)
+	m := metrics()
+	s := &Sink{id: sp.SinkID, path: sp.Path, p: p, codec: c, logf: o.logf(), newDir: OpenLocalDir,
+		mRows:      m.sinkRows.WithLabelValues(sp.SinkID),
+		mReplayed:  m.sinkReplayed.WithLabelValues(sp.SinkID),
+		mData:      m.sinkTables.WithLabelValues(sp.SinkID, "data"),
+		mEmpty:     m.sinkTables.WithLabelValues(sp.SinkID, "empty"),
+		mBytes:     m.sinkBytes.WithLabelValues(sp.SinkID),
+		mExpired:   m.sinkExpire.WithLabelValues(sp.SinkID),
+		mConflicts: m.sinkConflicts.WithLabelValues(sp.SinkID),
+		mPublish:   m.sinkPublish.WithLabelValues(sp.SinkID),
+	}
+	return s, nil
+}
+
+// Init opens the output directory, checks that it belongs to this sink
+// and that its manifest is not behind the pipeline's record, removes what
+// crashed publishes left (unlisted tables, this partition's temporary
+// files) and expired tables, and takes the partition's frontier.
+func (s *Sink) Init(ctx context.Context, sc connector.SinkContext) error {
+	s.sc, s.part = sc, sc.PartitionID
+	s.now = sc.Store.Now
+	h := fnv.New32a()
+	h.Write([]byte(s.part))
+	s.tag = fmt.Sprintf("%s-%08x", sanitize(s.part), h.Sum32())
+	b, err := sc.LoadState(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: load state: %w", s.path, err)
+	}
+	if b != nil {
+		if s.recordedID, err = decodeSinkState(b); err != nil {
+			return fmt.Errorf("%s: state: %w", s.path, err)
+		}
+	}
+	if s.owner, err = sinkOwner(ctx, sc.Store, s.path); err != nil {
+		return fmt.Errorf("%s: %w", s.path, err)
+	}
+	if s.dir, err = s.newDir(s.p.OutputDirectory); err != nil {
+		return fmt.Errorf("%s: %w", s.path, err)
+	}
+	unlock, err := s.dir.Lock(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.path, err)
+	}
+	defer unlock()
+	m, err := s.loadManifest(true)
+	if err != nil {
+		return err
+	}
+	s.base = m.Frontiers[s.part]
+	if s.base.MessageID < s.recordedID {
+		return fmt.Errorf("%s: output directory %s: %w: its frontier for partition %s is %q, the pipeline recorded %q as published", s.path, s.dir.Path(), ErrProgressLost, s.part, s.base.MessageID, s.recordedID)
+	}
+	s.lastID = s.base.MessageID
+	if err := s.sweep(m); err != nil {
+		return err
+	}
+	gone := m.expire(s.now())
+	if len(gone) > 0 || m.Version == 0 {
+		m.Version = manifestVersion
+		if err := s.dir.WriteManifest(m.encode()); err != nil {
+			return fmt.Errorf("%s: %w", s.path, err)
+		}
+	}
+	s.removeExpired(gone)
+	s.nextExpiry = m.nextExpiry()
+	return nil
+}
+
+// loadManifest reads the manifest under the lock and checks its owner. At
+// Init a missing manifest is created (Version 0 until written) if the
+// pipeline recorded nothing and the directory holds no tables.
+func (s *Sink) loadManifest(atInit bool) (*manifest, error) {
+	b, ok, err := s.dir.ReadManifest()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.path, err)
+	}
+	where := fmt.Sprintf("%s: output directory %s", s.path, s.dir.Path())
+	if !ok {
+		if !atInit || s.recordedID != "" {
+			return nil, fmt.Errorf("%s: %w: %s is missing, but the pipeline recorded tables of partition %s as published", where, ErrProgressLost, manifestName, s.part)
+		}
+		names, err := s.dir.List()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.path, err)
+		}
+		for _, n := range names {
+			if tableNameRE.MatchString(n) {
+				return nil, fmt.Errorf("%s: %w: it holds table %s but no %s; use an empty directory", where, ErrNotOwner, n, manifestName)
+			}
+		}
+		return &manifest{Owner: s.owner, Sink: s.path, Frontiers: map[string]frontier{}}, nil
+	}
+	m, err := decodeManifest(s.dir.Path()+"/"+manifestName, b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.path, err)
+	}
+	if m.Owner != s.owner {
+		return nil, fmt.Errorf("%s: %w: manifest owner %s (sink %s), this pipeline's sink is %s (%s)", where, ErrNotOwner, m.Owner, m.Sink, s.owner, s.path)
+	}
+	return m, nil
+}
+
+// sweep removes table files the manifest does not list (left by a publish
+// that crashed between renaming the table and writing the manifest: under
+// the lock no publish is in flight) and this partition's temporary files.
+// REQUIRES: the lock.
+func (s *Sink) sweep(m *manifest) error {
+	names, err := s.dir.List()
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.path, err)
+	}
+	listed := m.listed()
+	mine := tempPrefix + s.tag + "-"
+	for _, n := range names {
+		if (tableNameRE.MatchString(n) && !listed[n]) || strings.HasPrefix(n, mine) {
+			if err := s.dir.Remove(n); err != nil {
+				return fmt.Errorf("%s: %w", s.path, err)
+			}
+			s.logf("%s: removed %s, left by an interrupted publish", s.path, n)
+		}
+	}
+	return nil
+}
+
+func (s *Sink) removeExpired(names []string) {
+	for _, n := range names {
+		if err := s.dir.Remove(n); err != nil {
+			// The manifest no longer lists it: a later sweep removes it.
+			s.logf("%s: %v", s.path, err)
+		}
+		s.mExpired.Inc()
+	}
+}
+
+// Distribute takes the next message of the input stream (id order).
+// Messages the partition's frontier covers are already in a published
+// table: they only wait for the next epoch commit to be acknowledged.
+func (s *Sink) Distribute(m *weir.Message, done func(error)) {
+	p := &pending{msg: m, done: done}
+	if m.ID <= s.base.MessageID {
+		s.published = append(s.published, p)
+		s.mReplayed.Inc()
+		return
+	}
+	if m.ID <= s.lastID {
+		done(fmt.Errorf("%s: message id %s is not greater than the last distributed id %s", s.path, m.ID, s.lastID))
+		return
+	}
+	s.lastID = m.ID
+	s.registered = append(s.registered, p)
+}
+
+// Sync records, in the epoch transaction, the frontier of the messages
+// published since the last Sync; they are acknowledged after the commit.
+// It returns the error that stopped publishing, if any: the epoch fails
+// and the job restarts from the committed state.
+func (s *Sink) Sync(_ context.Context, txn *store.Txn) error {
+	if err := s.Failure(); err != nil {
+		return err
+	}
+	if len(s.published) == 0 {
+		return nil
+	}
+	last := s.published[len(s.published)-1].msg.ID
+	if last > s.recordedID {
+		s.recordedID = last
+		s.sc.SaveState(txn, encodeSinkState(s.recordedID))
+	}
+	s.recorded = append(s.recorded, s.published...)
+	s.published = nil
+	return nil
+}
+
+// Commit runs after the epoch committed: it acknowledges what that commit
+// recorded, adds the epoch's messages to the open table — publishing
+// tables as slots end or fill up — and removes expired tables.
+func (s *Sink) Commit(ctx context.Context) {
+	for _, p := range s.recorded {
+		p.done(nil)
+	}
+	s.recorded = nil
+	if s.Failure() != nil {
+		return
+	}
+	now := s.now()
+	for _, p := range s.registered {
+		if err := s.add(ctx, p, now); err != nil {
+			s.fail(err)
+			return
+		}
+	}
+	s.registered = nil
+	if s.closeDue(now) {
+		if err := s.publish(ctx, now); err != nil {
+			s.fail(err)
+			return
+		}
+	}
+	if !s.nextExpiry.IsZero() && !now.Before(s.nextExpiry) {
+		if err := s.expireNow(ctx, now); err != nil {
+			s.fail(err)
+		}
+	}
+}
+
+func (s *Sink) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failure == nil {
+		s.failure = err
+		s.logf("%v (the epoch fails; the job restarts from its committed state)", err)
+	}
+}
+
+// Failure returns the error that stopped the sink, if any.
+func (s *Sink) Failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failure
+}
+
+// PendingSync asks for an epoch when the sink has progress to make
+// without new input: messages to add or to record, a table whose slot
+// ended, tables to expire, or a failure to report.
+func (s *Sink) PendingSync() bool {
+	if len(s.registered) > 0 || len(s.published) > 0 || s.Failure() != nil {
+		return true
+	}
+	now := s.now()
+	return s.closeDue(now) || (!s.nextExpiry.IsZero() && !now.Before(s.nextExpiry))
+}
+
+// Close releases nothing: unacknowledged messages stay in the outbox and
+// the next instance publishes them.
+func (s *Sink) Close() error { return nil }
+
+// slotOf is the start of the table_period slot holding ts.
+func (s *Sink) slotOf(ts store.Timestamp) time.Time {
+	sec := int64(s.p.TablePeriod.Std() / time.Second)
+	u := ts.Time().Unix()
+	return time.Unix(u-u%sec, 0).UTC()
+}
+
+// add appends p to the open table. A row of a later slot closes the open
+// table (its slot ended: no earlier row can follow in this partition's id
+// order); so does a full table (max_row_count, max_data_weight). A new
+// table takes the row's slot, or the partition's last slot if the row is
+// late: tables are written in arrival order.
+func (s *Sink) add(ctx context.Context, p *pending, now time.Time) error {
+	p.weight = rowWeight(p.msg.Payload)
+	slot := s.slotOf(p.msg.SystemTimestamp)
+	if t := s.open; t != nil {
+		full := int64(len(t.rows)) >= s.p.MaxRowCount || t.weight+int64(p.weight) > s.p.MaxDataWeight
+		if slot.After(t.slot) || full {
+			if err := s.publish(ctx, now); err != nil {
+				return err
+			}
+		}
+	}
+	if s.open == nil {
+		if slot.Before(s.base.LastSlot) {
+			slot = s.base.LastSlot
+		}
+		s.open = &openSlot{slot: slot}
+	}
+	t := s.open
+	t.rows = append(t.rows, p)
+	t.weight += int64(p.weight)
+	t.lastArrival = now
+	return nil
+}
+
+// closeDue: the open table's slot has ended by the wall clock and no row
+// arrived for close_delay.
+func (s *Sink) closeDue(now time.Time) bool {
+	t := s.open
+	return t != nil && !now.Before(t.slot.Add(s.p.TablePeriod.Std())) && now.Sub(t.lastArrival) >= s.p.CloseDelay.Std()
+}
+
+// uncovered splits rows into those the frontier covers and the rest.
+func (s *Sink) uncovered(rows []*pending) (covered, rest []*pending) {
+	for i, p := range rows {
+		if p.msg.ID > s.base.MessageID {
+			return rows[:i], rows[i:]
+		}
+	}
+	return rows, nil
+}
+
+// emptySlots are the slots strictly between the partition's last slot and
+// slot that may get an empty table (flow-internals §7.8): slot T with
+// T ≤ now and input system watermark > T + table_period. The partition's
+// rows arrive in id order and their system timestamps do not decrease, so
+// a row of slot proves the watermark is at least slot ≥ T + table_period.
+// Slots already expired at creation (T + table_ttl ≤ now) are skipped,
+// which bounds their number by table_ttl / table_period.
+func (s *Sink) emptySlots(slot, now time.Time) []time.Time {
+	last := s.base.LastSlot
+	if last.IsZero() {
+		return nil
+	}
+	period := s.p.TablePeriod.Std()
+	var out []time.Time
+	first := last.Add(period)
+	if floor := now.Add(-s.p.TableTTL.Std()); first.Before(floor) {
+		first = s.slotOf(store.MakeTimestamp(floor)).Add(period)
+	}
+	for t := first; t.Before(slot) && !t.After(now); t = t.Add(period) {
+		out = append(out, t)
+	}
+	return out
+}
+
+// preparedTable is a table written to a temporary file.
+type preparedTable struct {
+	temp  TempFile
+	slot  time.Time
+	rows  []*pending
+	bytes int64
+}
+
+// publish writes the open table and publishes it with its frontier in one
+// atomic step:
+//
+//  1. write the rows the frontier does not cover to a temporary file and
+//     sync it (with the tables of empty slots before it);
+//  2. under the directory lock, read the manifest: if the partition's
+//     frontier moved (a replaced job's zombie published), drop what it
+//     now covers and start again — a partially covered table writes only
+//     its uncovered tail;
+//  3. rename the files to their table names;
+//  4. replace the manifest: the tables listed, the frontier advanced,
+//     expired tables dropped. This rename is the commit: a crash before
+//     it leaves unlisted files (removed at the next Init), after it the
+//     table and its progress.
+func (s *Sink) publish(ctx context.Context, now time.Time) error {
+	t := s.open
+	s.open = nil
+	start := time.Now()
+	for {
+		covered, rows := s.uncovered(t.rows)
+		s.published = append(s.published, covered...)
+		s.mReplayed.Add(float64(len(covered)))
+		t.rows = rows
+		if len(rows) == 0 {
+			return nil
+		}
+		moved, err := s.publishOnce(ctx, t, now)
+		if err != nil {
+			return err
+		}
+		if !moved {
+			s.mPublish.Observe(time.Since(start).Seconds())
+			return nil
+		}
+		s.mConflicts.Inc()
+	}
+}
+
+// publishOnce runs the publish steps once; moved reports that the
+// frontier had moved and nothing was published.
+func (s *Sink) publishOnce(ctx context.Context, t *openSlot, now time.Time) (moved bool, err error) {
+	cols := s.p.Columns
+	if s.p.format == Parquet {
+		if len(cols) == 0 {
+			if cols, err = inferColumns(t.rows); err != nil {
+				return false, fmt.Errorf("%s: %w", s.path, err)
+			}
+		} else {
+			cols = sortedColumns(cols)
+		}
+	}
+	// The tables of empty slots come before the data table: names follow
+	// slot order.
+	var tables []*preparedTable
+	defer func() {
+		for _, pt := range tables {
+			if pt.temp != nil {
+				pt.temp.Abort()
+			}
+		}
+	}()
+	for _, slot := range s.emptySlots(t.slot, now) {
+		e, err := s.prepare(slot, nil, cols)
+		if err != nil {
+			return false, err
+		}
+		tables = append(tables, e)
+	}
+	data, err := s.prepare(t.slot, t.rows, cols)
+	if err != nil {
+		return false, err
+	}
+	tables = append(tables, data)
+	crashAt(CrashTempComplete)
+
+	unlock, err := s.dir.Lock(ctx)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", s.path, err)
+	}
+	defer unlock()
+	m, err := s.loadManifest(false)
+	if err != nil {
+		return false, err
+	}
+	if f := m.Frontiers[s.part]; f.MessageID != s.base.MessageID {
+		if f.MessageID < s.base.MessageID {
+			return false, fmt.Errorf("%s: output directory %s: %w: the frontier of partition %s went back from %q to %q", s.path, s.dir.Path(), ErrProgressLost, s.part, s.base.MessageID, f.MessageID)
+		}
+		s.logf("%s: partition %s's frontier moved from %q to %q (another instance published); writing only the rows after it", s.path, s.part, s.base.MessageID, f.MessageID)
+		s.base = f
+		return true, nil
+	}
+	ttl := s.p.TableTTL.Std()
+	var names []string
+	for _, pt := range tables {
+		if len(pt.rows) == 0 && m.hasSlot(pt.slot) {
+			continue // another partition filled the slot
+		}
+		name := tableName(pt.slot, m.NextTable, s.p.format)
+		m.NextTable++
+		if err := s.dir.Publish(pt.temp.Name(), name); err != nil {
+			s.removeAll(names)
+			return false, fmt.Errorf("%s: %w", s.path, err)
+		}
+		pt.temp = nil
+		names = append(names, name)
+		mt := manifestTable{Name: name, Slot: pt.slot, Partition: s.part, Rows: int64(len(pt.rows)), Bytes: pt.bytes,
+			Created: now.UTC(), Expires: later(pt.slot, now).Add(ttl).UTC()}
+		if len(pt.rows) > 0 {
+			mt.FirstID, mt.LastID = pt.rows[0].msg.ID, pt.rows[len(pt.rows)-1].msg.ID
+		}
+		m.Tables = append(m.Tables, mt)
+	}
+	crashAt(CrashTablePublished)
+	last := data.rows[len(data.rows)-1].msg
+	nf := frontier{SystemTimestamp: last.SystemTimestamp, MessageID: last.ID, LastSlot: t.slot}
+	m.Frontiers[s.part] = nf
+	gone := m.expire(now)
+	if err := s.dir.WriteManifest(m.encode()); err != nil {
+		s.removeAll(names)
+		return false, fmt.Errorf("%s: %w", s.path, err)
+	}
+	crashAt(CrashProgressPublished)
+	s.base = nf
+	s.removeExpired(gone)
+	s.nextExpiry = m.nextExpiry()
+	s.published = append(s.published, data.rows...)
+	s.mRows.Add(float64(len(data.rows)))
+	for _, pt := range tables {
+		s.mBytes.Add(float64(pt.bytes))
+		if len(pt.rows) == 0 {
+			s.mEmpty.Inc()
+		}
+	}
+	s.mData.Inc()
+	return false, nil
+}
+
+// removeAll removes published-but-unlisted files after a failed publish
+// (best effort: the next Init's sweep removes what stays).
+func (s *Sink) removeAll(names []string) {
+	for _, n := range names {
+		_ = s.dir.Remove(n)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// prepare writes rows as a table of slot into a synced temporary file.
+func (s *Sink) prepare(slot time.Time, rows []*pending, cols []Column) (*preparedTable, error) {
+	tf, err := s.dir.CreateTemp(s.tag, s.p.format.Ext())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.path, err)
+	}
+	cw := &countWriter{w: &crashWriter{TempFile: tf}}
+	if s.p.format == Parquet {
+		meta := map[string]string{"weir.sink": s.path, "weir.partition": s.part, "weir.slot": slot.UTC().Format(time.RFC3339)}
+		err = writeParquet(cw, cols, s.codec, rows, meta)
+	} else {
+		err = writeJSONL(cw, rows)
+	}
+	if err == nil {
+		err = tf.Commit()
+	}
+	if err != nil {
+		tf.Abort()
+		return nil, fmt.Errorf("%s: table of slot %s: %w", s.path, slot.Format(time.RFC3339), err)
+	}
+	return &preparedTable{temp: tf, slot: slot, rows: rows, bytes: cw.n}, nil
+}
+
+// expireNow removes expired tables outside a publish.
+func (s *Sink) expireNow(ctx context.Context, now time.Time) error {
+	unlock, err := s.dir.Lock(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.path, err)
+	}
+	defer unlock()
+	m, err := s.loadManifest(false)
+	if err != nil {
+		return err
+	}
+	if gone := m.expire(now); len(gone) > 0 {
+		if err := s.dir.WriteManifest(m.encode()); err != nil {
+			return fmt.Errorf("%s: %w", s.path, err)
+		}
+		s.removeExpired(gone)
+	}
+	s.nextExpiry = m.nextExpiry()
+	return nil
+}
+
+type countWriter struct {
+	w interface{ Write([]byte) (int, error) }
+	n int64
+}
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+func sortedColumns(cols []Column) []Column {
+	out := append([]Column(nil), cols...)
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].Name < out[j-1].Name; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// sanitize keeps a partition id readable in file names.
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// The sink's partition state, version 1: version byte, then the frontier
+// message id the pipeline recorded as published (codec string).
+const sinkStateVersion = 1
+
+func encodeSinkState(id msgid.ID) []byte {
+	return codec.AppendString([]byte{sinkStateVersion}, string(id))
+}
+
+func decodeSinkState(b []byte) (msgid.ID, error) {
+	if len(b) == 0 || b[0] != sinkStateVersion {
+		return "", errors.New("unknown ArrivalOrderTableSink state version")
+	}
+	id, _, err := codec.String(b[1:])
+	return msgid.ID(id), err
+}
+
+// sinkOwner returns the owner id of the sink at spec path in this
+// pipeline's store, creating it on first use. The manifest records it, so
+// a second pipeline (or sink) pointed at the same directory is refused.
+func sinkOwner(ctx context.Context, st store.Store, path string) (string, error) {
+	key := codec.AppendString([]byte("owner/"), path)
+	for attempt := 0; attempt < 3; attempt++ {
+		v, ok, err := st.Get(ctx, catalogTable, key)
+		if err != nil {
+			return "", fmt.Errorf("read sink owner: %w", err)
+		}
+		if ok {
+			return string(v), nil
+		}
+		var r [16]byte
+		_, _ = rand.Read(r[:])
+		txn := store.NewTxn()
+		txn.CheckAbsent(catalogTable, key)
+		txn.Put(catalogTable, key, []byte(hex.EncodeToString(r[:])))
+		if err := st.Commit(ctx, txn); err != nil && !errors.Is(err, store.ErrConflict) {
+			return "", fmt.Errorf("write sink owner: %w", err)
+		}
+	}
+	return "", errors.New("sink owner id: concurrent creation did not settle")
+}

@@ -1,0 +1,151 @@
+package statictable
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestZombiePublishWritesOnlyTheTail: two instances of one partition (a
+// replaced job's zombie and its replacement) hold the same outbox. The
+// zombie publishes first; the replacement's publish finds the frontier
+// moved, drops what it covers and writes only the uncovered tail, without
+// restarting. Every message is in the output once.
+func TestZombiePublishWritesOnlyTheTail(t *testing.T) {
+	s := newSim(t, map[string]any{"max_row_count": 1000})
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		s.epoch(20) // 60 messages in the zombie's open table
+	}
+	zombie := s.sink
+	if err := s.start(); err != nil { // the replacement, with the outbox
+		t.Fatal(err)
+	}
+	s.epoch(15) // the replacement holds 75 messages; the zombie 60
+	// The slot ends: the zombie publishes its 60 messages first.
+	s.clk.Advance(20 * time.Second)
+	zombie.Commit(context.Background())
+	if err := zombie.Failure(); err != nil {
+		t.Fatal(err)
+	}
+	before := testCounter(t, s.sink.mConflicts)
+	for i := 0; i < 4; i++ {
+		s.epoch(0)
+	}
+	if err := s.sink.Failure(); err != nil {
+		t.Fatalf("the replacement stopped: %v", err)
+	}
+	if got := testCounter(t, s.sink.mConflicts) - before; got != 1 {
+		t.Errorf("%v frontier conflicts, want 1", got)
+	}
+	if len(s.outbox) != 0 {
+		t.Fatalf("%d messages unacknowledged", len(s.outbox))
+	}
+	m := s.check(75)
+	if len(m.Tables) != 2 || m.Tables[0].Rows != 60 || m.Tables[1].Rows != 15 {
+		t.Errorf("tables %+v: want the zombie's 60 rows, then the replacement's tail of 15", m.Tables)
+	}
+}
+
+// TestProgressLost: a deleted manifest, or one restored from an older
+// copy, stops the sink at Init with ErrProgressLost instead of writing
+// duplicates.
+func TestProgressLost(t *testing.T) {
+	s := newSim(t, map[string]any{"max_row_count": 10})
+	s.run(25, 10, 5*time.Second)
+	old, err := os.ReadFile(filepath.Join(s.out, manifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.seq = 25
+	s.run(60, 10, 5*time.Second)
+	if err := os.WriteFile(filepath.Join(s.out, manifestName), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.start(); !errors.Is(err, ErrProgressLost) {
+		t.Fatalf("restored old manifest: Init = %v, want ErrProgressLost", err)
+	}
+	os.Remove(filepath.Join(s.out, manifestName))
+	if err := s.start(); !errors.Is(err, ErrProgressLost) {
+		t.Fatalf("deleted manifest: Init = %v, want ErrProgressLost", err)
+	}
+}
+
+// TestOtherOwnerRefused: a second pipeline pointed at the same output
+// directory is refused.
+func TestOtherOwnerRefused(t *testing.T) {
+	a := newSim(t, nil)
+	a.run(5, 5, 5*time.Second)
+	b := newSim(t, map[string]any{"output_directory": a.out})
+	if err := b.start(); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("Init = %v, want ErrNotOwner", err)
+	}
+}
+
+// TestEmptySlotsAndExpiry: a gap of whole slots between rows gets empty
+// tables (the later row proves the watermark passed them), and tables are
+// removed from the manifest and the disk at their expiry.
+func TestEmptySlotsAndExpiry(t *testing.T) {
+	s := newSim(t, map[string]any{"table_ttl": "2m"})
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	s.epoch(5) // slot 12:00:00
+	s.clk.Advance(12 * time.Second)
+	s.epoch(0) // slot ended, idle for close_delay: published
+	s.clk.Advance(25 * time.Second)
+	s.epoch(5) // slot 12:00:30: slots :10 and :20 are empty
+	s.clk.Advance(12 * time.Second)
+	for i := 0; i < 3; i++ {
+		s.epoch(0)
+	}
+	m, _, err := readManifestFile(s.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tb := range m.sortedTables() {
+		got = append(got, tb.Slot.Format("15:04:05")+":"+itoa(tb.Rows))
+	}
+	want := []string{"12:00:00:5", "12:00:10:0", "12:00:20:0", "12:00:30:5"}
+	if len(got) != len(want) {
+		t.Fatalf("tables %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("tables %v, want %v", got, want)
+		}
+	}
+	s.check(10)
+	// Two minutes later every table has expired.
+	s.clk.Advance(3 * time.Minute)
+	for i := 0; i < 2; i++ {
+		s.epoch(0)
+	}
+	m, _, _ = readManifestFile(s.out)
+	if len(m.Tables) != 0 {
+		t.Errorf("after table_ttl the manifest still lists %d tables", len(m.Tables))
+	}
+	es, _ := os.ReadDir(s.out)
+	for _, e := range es {
+		if tableNameRE.MatchString(e.Name()) {
+			t.Errorf("expired table %s is still on disk", e.Name())
+		}
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func testCounter(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	return testutil.ToFloat64(c)
+}
