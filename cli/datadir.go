@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/connector/queue"
@@ -23,7 +21,8 @@ import (
 // the address of its admin API:
 //
 //	DIR/store       the Pebble store (tables, queues, leases' ids, …)
-//	DIR/admin.addr  host:port of the loopback admin API of the running weir
+//	DIR/admin.addr  host:port and instance id of the running weir's admin API
+//	DIR/admin.token the admin token (mode 0600) mutating admin requests carry
 const (
 	storeSubdir   = "store"
 	adminAddrFile = "admin.addr"
@@ -40,29 +39,12 @@ func openStore(dir string) (store.Store, error) {
 	}
 	st, err := pstore.Open(filepath.Join(dir, storeSubdir), pstore.Options{})
 	if err != nil {
-		if addr, ok := runningAdmin(dir); ok {
-			return nil, fmt.Errorf("the data directory %s is in use by a running weir (admin API at http://%s): %w", dir, addr, err)
+		if c, ok := runningAdmin(dir); ok {
+			return nil, fmt.Errorf("the data directory %s is in use by a running weir (admin API at http://%s): %w", dir, c.addr, err)
 		}
 		return nil, fmt.Errorf("open the store in %s: %w", dir, err)
 	}
 	return st, nil
-}
-
-// runningAdmin returns the admin address of a weir running on dir, if one
-// answers.
-func runningAdmin(dir string) (string, bool) {
-	b, err := os.ReadFile(filepath.Join(dir, adminAddrFile))
-	if err != nil {
-		return "", false
-	}
-	addr := strings.TrimSpace(string(b))
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + addr + "/status")
-	if err != nil {
-		return "", false
-	}
-	resp.Body.Close()
-	return addr, resp.StatusCode == http.StatusOK
 }
 
 // writeRows reads JSON objects, one per line, and writes them to q in one
@@ -70,6 +52,9 @@ func runningAdmin(dir string) (string, bool) {
 // (round-robin by line when absent). A malformed line rejects the whole
 // write, naming the line.
 func writeRows(ctx context.Context, q *queue.Queue, r io.Reader, partition int) (int, error) {
+	if partition < -1 || partition >= q.Partitions() {
+		return 0, fmt.Errorf("partition %d out of range: queue %s has partitions 0..%d; nothing was written", partition, q.Name(), q.Partitions()-1)
+	}
 	var rows []weir.Row
 	var parts []int
 	sc := bufio.NewScanner(r)

@@ -31,12 +31,12 @@ They talk to the admin API of the 'weir run' that holds DIR.`)
 	if *dir == "" {
 		return usageErr(fs, "need --data DIR")
 	}
-	addr, ok := runningAdmin(*dir)
+	c, ok := runningAdmin(*dir)
 	if !ok {
 		return fmt.Errorf("no weir is running on %s (start one with: weir run --data %s --spec FILE)", *dir, *dir)
 	}
 	if action == "status" {
-		return adminCall(http.MethodGet, addr, "/status", nil, o.Stdout)
+		return c.call(http.MethodGet, "/status", "", nil, o.Stdout)
 	}
-	return adminCall(http.MethodPost, addr, "/pipeline/"+action, nil, o.Stdout)
+	return c.call(http.MethodPost, "/pipeline/"+action, "", nil, o.Stdout)
 }

@@ -105,15 +105,17 @@ func runRun(o *Options, args []string) error {
 
 // runner is a running pipeline with its admin API.
 type runner struct {
-	dir   string
-	st    store.Store
-	spec  *spec.Pipeline
-	eng   *engine.Engine
-	addr  string
-	srv   *http.Server
-	mu    sync.Mutex
-	last  map[string]uint64
-	lastT time.Time
+	dir  string
+	st   store.Store
+	spec *spec.Pipeline
+	eng  *engine.Engine
+	addr string
+	// instance identifies this run in DIR/admin.addr (see adminauth.go).
+	instance string
+	srv      *http.Server
+	mu       sync.Mutex
+	last     map[string]uint64
+	lastT    time.Time
 }
 
 func startRunner(ctx context.Context, o *Options, dir string, p *spec.Pipeline, st store.Store, admin string, logf func(string, ...any)) (*runner, error) {
@@ -124,7 +126,7 @@ func startRunner(ctx context.Context, o *Options, dir string, p *spec.Pipeline, 
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{dir: dir, st: st, spec: p, eng: eng}
+	r := &runner{dir: dir, st: st, spec: p, eng: eng, instance: newInstanceID()}
 	ln, err := net.Listen("tcp", admin)
 	if err != nil {
 		return nil, fmt.Errorf("admin API: %w", err)
@@ -134,13 +136,14 @@ func startRunner(ctx context.Context, o *Options, dir string, p *spec.Pipeline, 
 		return nil, fmt.Errorf("admin API address %s is not loopback; the admin API has no authentication", admin)
 	}
 	r.addr = ln.Addr().String()
-	r.srv = &http.Server{Handler: r.handler(), ReadHeaderTimeout: 10 * time.Second}
-	go r.srv.Serve(ln)
-	tmp := filepath.Join(dir, adminAddrFile+".tmp")
-	if err := os.WriteFile(tmp, []byte(r.addr+"\n"), 0o644); err != nil {
+	h, err := r.guarded(r.handler())
+	if err != nil {
+		ln.Close()
 		return nil, err
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, adminAddrFile)); err != nil {
+	r.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go r.srv.Serve(ln)
+	if err := writeAdminAddr(dir, r.addr, r.instance); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -198,9 +201,12 @@ func (r *runner) handler() http.Handler {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return
 		}
-		part, _ := strconv.Atoi(req.URL.Query().Get("partition"))
-		if req.URL.Query().Get("partition") == "" {
-			part = -1
+		part := -1
+		if v := req.URL.Query().Get("partition"); v != "" {
+			if part, err = strconv.Atoi(v); err != nil {
+				http.Error(w, fmt.Sprintf("partition %q is not a number", v), http.StatusBadRequest)
+				return
+			}
 		}
 		n, err := writeRows(req.Context(), q, req.Body, part)
 		if err != nil {
