@@ -50,7 +50,9 @@ func openStore(dir string) (store.Store, error) {
 // writeRows reads JSON objects, one per line, and writes them to q in one
 // commit. partition < 0 spreads rows by the hash of their "key" column
 // (round-robin by line when absent). A malformed line rejects the whole
-// write, naming the line.
+// write, naming the line: invalid JSON or UTF-8, a repeated name, an
+// integer outside 64 bits (codec.RowFromJSON), or a "key" column that is a
+// list or a map, which no computation could group by.
 func writeRows(ctx context.Context, q *queue.Queue, r io.Reader, partition int) (int, error) {
 	if partition < -1 || partition >= q.Partitions() {
 		return 0, fmt.Errorf("partition %d out of range: queue %s has partitions 0..%d; nothing was written", partition, q.Name(), q.Partitions()-1)
@@ -69,6 +71,12 @@ func writeRows(ctx context.Context, q *queue.Queue, r io.Reader, partition int) 
 		row, err := codec.RowFromJSON([]byte(text))
 		if err != nil {
 			return 0, fmt.Errorf("line %d: %w; nothing was written", line, err)
+		}
+		if v := row["key"]; v != nil {
+			if _, err := codec.AppendKey(nil, v); err != nil {
+				return 0, fmt.Errorf("line %d: column \"key\" holds %s, which cannot be a key (weir partitions rows and groups them by it); "+
+					"write a string, number or boolean there; nothing was written", line, describeValue(v))
+			}
 		}
 		p := partition
 		if p < 0 {
@@ -128,4 +136,15 @@ func readRows(ctx context.Context, q *queue.Queue, w io.Writer, partition int, o
 		}
 	}
 	return n, nil
+}
+
+// describeValue names the kind of a row value for messages.
+func describeValue(v any) string {
+	switch v.(type) {
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a map"
+	}
+	return fmt.Sprintf("a value of type %T", v)
 }

@@ -54,7 +54,7 @@ func runRun(o *Options, args []string) error {
 	}
 	p, err := spec.Parse(b, *specPath)
 	if err != nil {
-		return fmt.Errorf("spec %s:\n%w", *specPath, err)
+		return err // names the file
 	}
 	st, err := openStore(*dir)
 	if err != nil {
