@@ -29,16 +29,33 @@ const (
 )
 
 // openStore opens DIR's store, creating DIR if needed. If a running weir
-// holds it, the error says so.
+// holds it, the error says so; if it is damaged, the error says what to do.
 func openStore(dir string) (store.Store, error) {
+	return openStoreMode(dir, false)
+}
+
+// openStoreReadOnly opens DIR's existing store without writing anything
+// to it, for commands that only read: a mistyped --data creates nothing.
+func openStoreReadOnly(dir string) (store.Store, error) {
+	return openStoreMode(dir, true)
+}
+
+func openStoreMode(dir string, readOnly bool) (store.Store, error) {
 	if dir == "" {
 		return nil, errors.New("no data directory: pass --data DIR")
 	}
-	if err := os.MkdirAll(filepath.Join(dir, storeSubdir), 0o755); err != nil {
+	if readOnly {
+		if _, err := os.Stat(filepath.Join(dir, storeSubdir)); err != nil {
+			return nil, noDataDir(dir)
+		}
+	} else if err := os.MkdirAll(filepath.Join(dir, storeSubdir), 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
-	st, err := pstore.Open(filepath.Join(dir, storeSubdir), pstore.Options{})
+	st, err := pstore.Open(filepath.Join(dir, storeSubdir), pstore.Options{ReadOnly: readOnly})
 	if err != nil {
+		if errors.Is(err, store.ErrCorrupt) {
+			return nil, explainDamage(dir, err)
+		}
 		if c, ok := runningAdmin(dir); ok {
 			return nil, fmt.Errorf("the data directory %s is in use by a running weir (admin API at http://%s): %w", dir, c.addr, err)
 		}

@@ -8,7 +8,7 @@ import (
 func runPipeline(o *Options, args []string) error {
 	actions := map[string]bool{"status": true, "stop": true, "pause": true, "start": true}
 	if len(args) == 0 || !actions[args[0]] {
-		fmt.Fprintln(o.Stderr, `Usage: weir pipeline <status|stop|pause|start> --data DIR
+		return topUsage(o, args, `Usage: weir pipeline <status|stop|pause|start> --data DIR
 
   status  print the running pipeline's state, counters and partitions (JSON)
   stop    drain: sources stop reading, everything in flight is delivered,
@@ -17,10 +17,6 @@ func runPipeline(o *Options, args []string) error {
   start   resume a stopped or paused pipeline
 
 They talk to the admin API of the 'weir run' that holds DIR.`)
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			return nil
-		}
-		return errUsage
 	}
 	action := args[0]
 	fs := newFlags(o, "pipeline "+action, "--data DIR", "See 'weir pipeline --help'.")

@@ -20,7 +20,7 @@ func runQueue(o *Options, args []string) error {
 		"create": queueCreate, "write": queueWrite, "read": queueRead, "list": queueList,
 	}
 	if len(args) == 0 || subs[args[0]] == nil {
-		fmt.Fprintln(o.Stderr, `Usage: weir queue <create|write|read|list> [flags]
+		return topUsage(o, args, `Usage: weir queue <create|write|read|list> [flags]
 
   create --data DIR --partitions N NAME   create a queue with N partitions
   write  --data DIR [--partition P] NAME  write JSON objects (one per line) from stdin
@@ -30,10 +30,6 @@ func runQueue(o *Options, args []string) error {
 
 The commands open DIR's store directly, or go through the admin API of a
 weir run that holds it.`)
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			return nil
-		}
-		return errUsage
 	}
 	return subs[args[0]](o, args[1:])
 }
@@ -53,11 +49,11 @@ func queueArgs(fs *flag.FlagSet, args []string) (string, error) {
 
 // withStore runs fn on DIR's store, or returns a client of the admin API
 // of the running weir that holds it.
-func withStore(dir string, fn func(st store.Store) error) (remote *adminConn, err error) {
+func withStore(dir string, readOnly bool, fn func(st store.Store) error) (remote *adminConn, err error) {
 	if c, ok := runningAdmin(dir); ok {
 		return c, nil
 	}
-	st, err := openStore(dir)
+	st, err := openStoreMode(dir, readOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +70,7 @@ func queueCreate(o *Options, args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	remote, err := withStore(*dir, func(st store.Store) error {
+	remote, err := withStore(*dir, false, func(st store.Store) error {
 		_, err := queue.Create(ctx, st, name, *n)
 		return err
 	})
@@ -100,7 +96,7 @@ func queueWrite(o *Options, args []string) error {
 	}
 	ctx := context.Background()
 	var n int
-	remote, err := withStore(*dir, func(st store.Store) error {
+	remote, err := withStore(*dir, false, func(st store.Store) error {
 		q, err := queue.Open(ctx, st, name)
 		if err != nil {
 			return err
@@ -136,7 +132,7 @@ func queueRead(o *Options, args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	remote, err := withStore(*dir, func(st store.Store) error {
+	remote, err := withStore(*dir, true, func(st store.Store) error {
 		q, err := queue.Open(ctx, st, name)
 		if err != nil {
 			return err
@@ -161,7 +157,7 @@ func queueList(o *Options, args []string) error {
 		return usageErr(fs, "need --data DIR")
 	}
 	ctx := context.Background()
-	remote, err := withStore(*dir, func(st store.Store) error {
+	remote, err := withStore(*dir, true, func(st store.Store) error {
 		return listQueues(ctx, st, o.Stdout)
 	})
 	if remote != nil {

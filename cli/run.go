@@ -95,7 +95,7 @@ func runRun(o *Options, args []string) error {
 	s := r.eng.Status()
 	logger.Printf("pipeline %s after %.1fs: %s", state, s.Uptime, summarize(s))
 	if err != nil && !errors.Is(err, context.Canceled) {
-		return err
+		return explainDamage(*dir, err)
 	}
 	if state != controller.Completed && state != controller.Stopped {
 		return fmt.Errorf("pipeline ended in state %s", state)
@@ -334,7 +334,13 @@ func summarize(s engine.Status) string {
 	out := ""
 	for _, name := range sortedNames(s.Computations) {
 		c := s.Computations[name]
-		out += fmt.Sprintf("%s %d in, %d duplicates dropped, %d out; ", name, c.Inputs, c.Duplicates, c.Outputs)
+		out += fmt.Sprintf("%s %d in, %d out", name, c.Inputs, c.Outputs)
+		if c.Duplicates > 0 {
+			// Redeliveries after a restart are expected and harmless: the
+			// dedup table recognised them. Say so rather than alarm.
+			out += fmt.Sprintf(" (%d redelivered after a restart, recognised and skipped)", c.Duplicates)
+		}
+		out += "; "
 	}
 	return out + fmt.Sprintf("%d jobs started, %d failed, %d lost", s.Controller.JobsStarted, s.Controller.JobsFailed, s.Controller.JobsLost)
 }
