@@ -19,6 +19,7 @@ import (
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/connector/kafka"
 	"github.com/weir-stream/weir/engine"
 )
 
@@ -32,6 +33,11 @@ type Options struct {
 	Stdin      io.Reader
 	Stdout     io.Writer
 	Stderr     io.Writer
+
+	// fatal receives the errors of connectors that stopped for good (a
+	// Kafka sink whose progress marker is lost), when the default
+	// connectors are used: 'weir run' then stops the pipeline.
+	fatal chan error
 }
 
 func (o *Options) defaults() {
@@ -39,7 +45,14 @@ func (o *Options) defaults() {
 		o.Classes = engine.DefaultClasses()
 	}
 	if o.Connectors == nil {
-		o.Connectors = engine.DefaultConnectors()
+		fatal := make(chan error, 1)
+		o.fatal = fatal
+		o.Connectors = engine.DefaultConnectorsWith(kafka.Options{Fatal: func(err error) {
+			select {
+			case fatal <- err:
+			default: // one is enough to stop
+			}
+		}})
 	}
 	if o.Stdin == nil {
 		o.Stdin = os.Stdin

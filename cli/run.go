@@ -91,9 +91,14 @@ func runRun(o *Options, args []string) error {
 	if *progress > 0 {
 		go r.progressLoop(ctx, o.Stderr, *progress)
 	}
+	var fatal fatalStop
+	go fatal.watch(ctx, o.fatal, cancel)
 	state, err := r.eng.Run(ctx)
 	s := r.eng.Status()
 	logger.Printf("pipeline %s after %.1fs: %s", state, s.Uptime, summarize(s))
+	if err := fatal.result(nil); err != nil {
+		return err
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return explainDamage(*dir, err)
 	}
