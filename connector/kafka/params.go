@@ -46,6 +46,7 @@ type ConnParams struct {
 
 // TLSParams configure TLS to the brokers.
 type TLSParams struct {
+	// Enabled turns TLS on (default false: plaintext).
 	Enabled bool `yson:"enabled"`
 	// CAFile is a PEM file of CA certificates to trust instead of the
 	// system roots.
