@@ -157,13 +157,18 @@ func (g *adminGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.next.ServeHTTP(w, r)
 }
 
-// guarded wraps h (the admin API's routes) with the admin guard, using the
-// data directory's token (created if missing).
+// guarded adds the web console to h (the admin API's routes) and wraps
+// both with the admin guard, using the data directory's token (created if
+// missing).
 func (r *runner) guarded(h http.Handler) (http.Handler, error) {
 	token, err := adminToken(r.dir, true)
 	if err != nil {
 		return nil, err
 	}
 	_, port, _ := net.SplitHostPort(r.addr)
-	return &adminGuard{port: port, instance: r.instance, token: token, next: h}, nil
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	r.console = newConsole(r)
+	r.console.routes(mux)
+	return &adminGuard{port: port, instance: r.instance, token: token, next: mux}, nil
 }

@@ -6,15 +6,17 @@ import (
 )
 
 func runPipeline(o *Options, args []string) error {
-	actions := map[string]bool{"status": true, "stop": true, "pause": true, "start": true}
+	actions := map[string]bool{"status": true, "stop": true, "pause": true, "start": true, "console": true}
 	if len(args) == 0 || !actions[args[0]] {
-		return topUsage(o, args, `Usage: weir pipeline <status|stop|pause|start> --data DIR
+		return topUsage(o, args, `Usage: weir pipeline <status|stop|pause|start|console> --data DIR
 
   status  print the running pipeline's state, counters and partitions (JSON)
   stop    drain: sources stop reading, everything in flight is delivered,
           then the pipeline is stopped and 'weir run' exits
   pause   stop every job at once (in-flight data stays for the next start)
   start   resume a stopped or paused pipeline
+  console print the address of the web console, with the admin token in
+          its fragment (#token=…, which the browser does not send)
 
 They talk to the admin API of the 'weir run' that holds DIR.`)
 	}
@@ -31,8 +33,16 @@ They talk to the admin API of the 'weir run' that holds DIR.`)
 	if !ok {
 		return fmt.Errorf("no weir is running on %s (start one with: weir run --data %s --spec FILE)", *dir, *dir)
 	}
-	if action == "status" {
+	switch action {
+	case "status":
 		return c.call(http.MethodGet, "/status", "", nil, o.Stdout)
+	case "console":
+		token, err := adminToken(*dir, false)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Stdout, "http://%s/#token=%s\n", c.addr, token)
+		return nil
 	}
 	return c.call(http.MethodPost, "/pipeline/"+action, "", nil, o.Stdout)
 }

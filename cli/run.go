@@ -117,6 +117,7 @@ type runner struct {
 	addr string
 	// instance identifies this run in DIR/admin.addr (see adminauth.go).
 	instance string
+	console  *console // the web console's sampler (console.go)
 	srv      *http.Server
 	mu       sync.Mutex
 	last     map[string]uint64
@@ -155,6 +156,9 @@ func startRunner(ctx context.Context, o *Options, dir string, p *spec.Pipeline, 
 }
 
 func (r *runner) close() {
+	if r.console != nil {
+		r.console.stop()
+	}
 	os.Remove(filepath.Join(r.dir, adminAddrFile))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
