@@ -308,35 +308,14 @@ func (r *runner) progressLine(ctx context.Context) string {
 }
 
 // queueLag sums, over the spec's QueueSources, the rows not yet committed
-// by their consumers.
+// by their consumers (sourceLags, console.go).
 func queueLag(ctx context.Context, st store.Store, p *spec.Pipeline) (int64, bool) {
 	var lag int64
-	found := false
-	for _, c := range p.Computations {
-		for _, src := range c.SourceStreams {
-			if src.SourceClassName != "QueueSource" {
-				continue
-			}
-			qp, _ := src.Parameters["queue_path"].(string)
-			cp, _ := src.Parameters["consumer_path"].(string)
-			q, err := queue.Open(ctx, st, qp)
-			if err != nil {
-				continue
-			}
-			offs, err := q.ConsumerOffsets(ctx, cp)
-			if err != nil {
-				continue
-			}
-			for part, off := range offs {
-				n, err := q.Len(ctx, part)
-				if err == nil {
-					lag += int64(n) - int64(off)
-					found = true
-				}
-			}
-		}
+	lags := sourceLags(ctx, st, p)
+	for _, l := range lags {
+		lag += l
 	}
-	return lag, found
+	return lag, len(lags) > 0
 }
 
 func summarize(s engine.Status) string {

@@ -146,3 +146,32 @@ func TestConsoleServed(t *testing.T) {
 	weir(t, "", "pipeline", "stop", "--data", dir)
 	run.wait(t)
 }
+
+// TestConsoleBundleCurrent: the committed bundle is what 'npm run build'
+// makes of cli/console/web/src (esbuild's output is deterministic), so a
+// change to the source cannot ship without its bundle.
+func TestConsoleBundleCurrent(t *testing.T) {
+	_, web := consoleTools(t)
+	tmp := t.TempDir()
+	esbuild, err := filepath.Abs(filepath.Join(web, "node_modules", ".bin", "esbuild"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][]string{
+		{"src/app.js", "--bundle", "--minify", "--format=iife", "--target=es2020", "--outfile=" + filepath.Join(tmp, "console.js")},
+		{"src/style.css", "--bundle", "--minify", "--outfile=" + filepath.Join(tmp, "console.css")},
+	} {
+		cmd := exec.Command(esbuild, c...)
+		cmd.Dir = web
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("esbuild %v: %v\n%s", c, err, out)
+		}
+	}
+	for _, f := range []string{"console.js", "console.css"} {
+		built, _ := os.ReadFile(filepath.Join(tmp, f))
+		committed, _ := os.ReadFile(filepath.Join(web, "..", "dist", f))
+		if string(built) != string(committed) {
+			t.Errorf("cli/console/dist/%s is stale: run 'npm run build' in cli/console/web and commit it", f)
+		}
+	}
+}
