@@ -153,6 +153,7 @@ func TestAdminAPIRefusals(t *testing.T) {
 		ok(req{name: "foreign Origin", path: "/pipeline/pause", origin: "http://evil.example", want: 403, says: "Origin"}),
 		ok(req{name: "null Origin", path: "/pipeline/pause", origin: "null", want: 403, says: "Origin"}),
 		ok(req{name: "other instance", path: "/pipeline/pause", instance: "0123456789abcdef0123456789abcdef", want: 421, says: "stale"}),
+		ok(req{name: "partition not a number", path: "/queues/events/rows?partition=abc", ctype: "application/x-ndjson", body: `{"key":"x"}`, want: 400, says: `partition "abc" is not a number`}),
 		ok(req{name: "everything right: a read without a token", method: http.MethodGet, path: "/status", auth: "-", ctype: "-", want: 200}),
 		ok(req{name: "everything right: write a row", path: "/queues/events/rows", ctype: "application/x-ndjson", origin: "http://" + addr, instance: instance, body: `{"key":"ok"}`, want: 200, says: "Written"}),
 	}

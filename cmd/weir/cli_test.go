@@ -5,7 +5,9 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -46,5 +48,40 @@ func TestDemoWordcount(t *testing.T) {
 	}
 	if strings.Contains(stderr.String(), "\r") {
 		t.Fatalf("carriage returns in progress written to a pipe: %q", stderr.String())
+	}
+}
+
+// TestReadmeGoSnippetBuilds: README's "your own computations" program is
+// complete (package, imports) and builds as a module that requires weir.
+func TestReadmeGoSnippetBuilds(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "```go\n")
+	snippet, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no Go snippet")
+	}
+	mod := t.TempDir()
+	sum, _ := os.ReadFile(filepath.Join(root, "go.sum"))
+	for name, body := range map[string]string{
+		"main.go": snippet,
+		"go.mod":  "module example.com/mine\n\ngo 1.26.0\n\nrequire github.com/weir-stream/weir v0.0.0\n\nreplace github.com/weir-stream/weir => " + root + "\n",
+		"go.sum":  string(sum),
+	} {
+		if err := os.WriteFile(filepath.Join(mod, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("go", "build", "-o", filepath.Join(mod, "mine"), ".")
+	cmd.Dir = mod
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("README's Go snippet does not build: %v\n%s\n%s", err, out, snippet)
 	}
 }

@@ -51,6 +51,12 @@ func TestQueueWriteRefusesLossyRows(t *testing.T) {
 	if got := weir(t, "", "queue", "read", "--data", dir, "q"); got != "" {
 		t.Fatalf("rows were written despite the errors: %q", got)
 	}
+	if out := weirFails(t, good, "queue", "write", "--data", dir, "nope"); !strings.Contains(out, "create it with: weir queue create --data DIR --partitions N nope") {
+		t.Errorf("write to a missing queue: %s", out)
+	}
+	if out := weirFails(t, good, "queue", "write", "--data", dir, "--partition", "-5", "q"); !strings.Contains(out, "partition -5 out of range") {
+		t.Errorf("--partition -5: %s", out)
+	}
 	// Exact integers at the edges of float64's and the 64-bit ranges.
 	in := `{"key":"a","p53":9007199254740993,"i63":9223372036854775807,"u63":9223372036854775808,"u64":18446744073709551615,"neg":-9223372036854775808}` + "\n"
 	weir(t, in, "queue", "write", "--data", dir, "--partition", "0", "q")
