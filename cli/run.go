@@ -71,7 +71,7 @@ func runRun(o *Options, args []string) error {
 		return err
 	}
 	defer r.close()
-	logger.Printf("running %s on %s; admin API at http://%s", *specPath, *dir, r.addr)
+	logger.Printf("running %s on %s; admin API at http://%s (web console: weir pipeline console --data %s)", *specPath, *dir, r.addr, *dir)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
