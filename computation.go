@@ -100,6 +100,12 @@ type Computation struct {
 	OnMessage  MessageFunc
 	OnMessages BatchFunc
 	OnTimer    TimerFunc
+	// Keyed declares that the class relies on its messages being grouped
+	// by a key: it keeps per-key state (State[T]) or per-key timers. A spec
+	// that gives a Keyed class neither group_by nor group_by_schema is
+	// refused when it is loaded, because every message would share one key
+	// and one state, which silently computes something else.
+	Keyed bool
 }
 
 // Transform returns a Transform computation that processes one message at a time.

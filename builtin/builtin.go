@@ -33,12 +33,12 @@ func firstStream(out weir.Output) (string, error) {
 	return s[0], nil
 }
 
-// Counter is a Transform grouped by column "key": it keeps a per-key count
+// Counter is a keyed Transform (group it by column "key"): it keeps a per-key count
 // and, for every input row, emits {"key": <key>, "count": <count after this
 // message>}. It is the exactly-once oracle: each key's emitted counts must be
 // exactly 1..n, once each.
 func Counter() weir.Computation {
-	return weir.Transform(func(ctx weir.Context, msg *weir.Message, out weir.Output) error {
+	c := weir.Transform(func(ctx weir.Context, msg *weir.Message, out weir.Output) error {
 		stream, err := firstStream(out)
 		if err != nil {
 			return fmt.Errorf("Counter: %w", err)
@@ -51,6 +51,8 @@ func Counter() weir.Computation {
 		counts.Set(ctx, n)
 		return out.Add(stream, weir.Row{"key": msg.Payload["key"], "count": n})
 	})
+	c.Keyed = true // per-key counts: a spec without group_by is refused
+	return c
 }
 
 // Tokenize is a SwiftMap: for an input row {"text": "..."} it emits one row

@@ -19,6 +19,7 @@ import (
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/connector/kafka"
 	"github.com/weir-stream/weir/engine"
 )
 
@@ -32,6 +33,11 @@ type Options struct {
 	Stdin      io.Reader
 	Stdout     io.Writer
 	Stderr     io.Writer
+
+	// fatal receives the errors of connectors that stopped for good (a
+	// Kafka sink whose progress marker is lost), when the default
+	// connectors are used: 'weir run' then stops the pipeline.
+	fatal chan error
 }
 
 func (o *Options) defaults() {
@@ -39,7 +45,14 @@ func (o *Options) defaults() {
 		o.Classes = engine.DefaultClasses()
 	}
 	if o.Connectors == nil {
-		o.Connectors = engine.DefaultConnectors()
+		fatal := make(chan error, 1)
+		o.fatal = fatal
+		o.Connectors = engine.DefaultConnectorsWith(kafka.Options{Fatal: func(err error) {
+			select {
+			case fatal <- err:
+			default: // one is enough to stop
+			}
+		}})
 	}
 	if o.Stdin == nil {
 		o.Stdin = os.Stdin
@@ -65,6 +78,7 @@ func commands() []command {
 		{"run", "run a pipeline spec on the embedded store", runRun},
 		{"queue", "create, write, read and list queues", runQueue},
 		{"pipeline", "status, stop, pause or start a running pipeline", runPipeline},
+		{"store", "check a data directory's store for damage", runStore},
 		{"bench", "measure throughput and latency by processing mode", runBench},
 		{"chaos", "run the fault-injection simulation and print its figures", runChaos},
 		{"version", "print the version", func(o *Options, _ []string) error {
@@ -121,20 +135,63 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'weir <command> --help' for a command's flags.")
 }
 
-// newFlags returns a flag set that prints a usage text with an example.
+// newFlags returns a flag set that prints a usage text with an example:
+// on stdout when asked for (--help), on stderr after a usage error.
 func newFlags(o *Options, name, args, about string) *flag.FlagSet {
 	fs := flag.NewFlagSet("weir "+name, flag.ContinueOnError)
-	fs.SetOutput(o.Stderr)
+	fs.SetOutput(&usageOutput{help: o.Stdout, err: o.Stderr})
 	fs.Usage = func() {
-		fmt.Fprintf(o.Stderr, "Usage: weir %s %s\n\n%s\n\nFlags:\n", name, args, about)
+		fmt.Fprintf(fs.Output(), "Usage: weir %s %s\n\n%s\n\nFlags:\n", name, args, about)
 		fs.PrintDefaults()
 	}
 	return fs
 }
 
+// usageOutput is a flag set's output: stderr, or stdout once parse saw a
+// request for help.
+type usageOutput struct {
+	help, err io.Writer
+	helping   bool
+}
+
+func (u *usageOutput) Write(p []byte) (int, error) {
+	if u.helping {
+		return u.help.Write(p)
+	}
+	return u.err.Write(p)
+}
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "--h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
+// topUsage prints a command's overview: on stdout with exit 0 when args
+// ask for help, else on stderr as a usage error.
+func topUsage(o *Options, args []string, text string) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprintln(o.Stdout, text)
+		return nil
+	}
+	fmt.Fprintln(o.Stderr, text)
+	return errUsage
+}
+
 // parse parses flags that may appear before or after positional
 // arguments, and returns the positional ones.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	if u, ok := fs.Output().(*usageOutput); ok {
+		for _, a := range args {
+			if a == "--" {
+				break
+			}
+			u.helping = u.helping || isHelp(a) && a != "help"
+		}
+	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {

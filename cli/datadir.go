@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/connector/queue"
@@ -23,53 +21,59 @@ import (
 // the address of its admin API:
 //
 //	DIR/store       the Pebble store (tables, queues, leases' ids, …)
-//	DIR/admin.addr  host:port of the loopback admin API of the running weir
+//	DIR/admin.addr  host:port and instance id of the running weir's admin API
+//	DIR/admin.token the admin token (mode 0600) mutating admin requests carry
 const (
 	storeSubdir   = "store"
 	adminAddrFile = "admin.addr"
 )
 
 // openStore opens DIR's store, creating DIR if needed. If a running weir
-// holds it, the error says so.
+// holds it, the error says so; if it is damaged, the error says what to do.
 func openStore(dir string) (store.Store, error) {
+	return openStoreMode(dir, false)
+}
+
+// openStoreReadOnly opens DIR's existing store without writing anything
+// to it, for commands that only read: a mistyped --data creates nothing.
+func openStoreReadOnly(dir string) (store.Store, error) {
+	return openStoreMode(dir, true)
+}
+
+func openStoreMode(dir string, readOnly bool) (store.Store, error) {
 	if dir == "" {
 		return nil, errors.New("no data directory: pass --data DIR")
 	}
-	if err := os.MkdirAll(filepath.Join(dir, storeSubdir), 0o755); err != nil {
+	if readOnly {
+		if _, err := os.Stat(filepath.Join(dir, storeSubdir)); err != nil {
+			return nil, noDataDir(dir)
+		}
+	} else if err := os.MkdirAll(filepath.Join(dir, storeSubdir), 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
-	st, err := pstore.Open(filepath.Join(dir, storeSubdir), pstore.Options{})
+	st, err := pstore.Open(filepath.Join(dir, storeSubdir), pstore.Options{ReadOnly: readOnly})
 	if err != nil {
-		if addr, ok := runningAdmin(dir); ok {
-			return nil, fmt.Errorf("the data directory %s is in use by a running weir (admin API at http://%s): %w", dir, addr, err)
+		if errors.Is(err, store.ErrCorrupt) {
+			return nil, explainDamage(dir, err)
+		}
+		if c, ok := runningAdmin(dir); ok {
+			return nil, fmt.Errorf("the data directory %s is in use by a running weir (admin API at http://%s): %w", dir, c.addr, err)
 		}
 		return nil, fmt.Errorf("open the store in %s: %w", dir, err)
 	}
 	return st, nil
 }
 
-// runningAdmin returns the admin address of a weir running on dir, if one
-// answers.
-func runningAdmin(dir string) (string, bool) {
-	b, err := os.ReadFile(filepath.Join(dir, adminAddrFile))
-	if err != nil {
-		return "", false
-	}
-	addr := strings.TrimSpace(string(b))
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + addr + "/status")
-	if err != nil {
-		return "", false
-	}
-	resp.Body.Close()
-	return addr, resp.StatusCode == http.StatusOK
-}
-
 // writeRows reads JSON objects, one per line, and writes them to q in one
 // commit. partition < 0 spreads rows by the hash of their "key" column
 // (round-robin by line when absent). A malformed line rejects the whole
-// write, naming the line.
+// write, naming the line: invalid JSON or UTF-8, a repeated name, an
+// integer outside 64 bits (codec.RowFromJSON), or a "key" column that is a
+// list or a map, which no computation could group by.
 func writeRows(ctx context.Context, q *queue.Queue, r io.Reader, partition int) (int, error) {
+	if partition < -1 || partition >= q.Partitions() {
+		return 0, fmt.Errorf("partition %d out of range: queue %s has partitions 0..%d; nothing was written", partition, q.Name(), q.Partitions()-1)
+	}
 	var rows []weir.Row
 	var parts []int
 	sc := bufio.NewScanner(r)
@@ -84,6 +88,12 @@ func writeRows(ctx context.Context, q *queue.Queue, r io.Reader, partition int) 
 		row, err := codec.RowFromJSON([]byte(text))
 		if err != nil {
 			return 0, fmt.Errorf("line %d: %w; nothing was written", line, err)
+		}
+		if v := row["key"]; v != nil {
+			if _, err := codec.AppendKey(nil, v); err != nil {
+				return 0, fmt.Errorf("line %d: column \"key\" holds %s, which cannot be a key (weir partitions rows and groups them by it); "+
+					"write a string, number or boolean there; nothing was written", line, describeValue(v))
+			}
 		}
 		p := partition
 		if p < 0 {
@@ -143,4 +153,15 @@ func readRows(ctx context.Context, q *queue.Queue, w io.Writer, partition int, o
 		}
 	}
 	return n, nil
+}
+
+// describeValue names the kind of a row value for messages.
+func describeValue(v any) string {
+	switch v.(type) {
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a map"
+	}
+	return fmt.Sprintf("a value of type %T", v)
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/weir-stream/weir"
@@ -16,18 +18,20 @@ import (
 )
 
 func runDemo(o *Options, args []string) error {
-	fs := newFlags(o, "demo", "[--data DIR] [--events N] [--keys K]",
+	fs := newFlags(o, "demo", "[--data DIR] [--events N] [--keys K] [--partitions P] [--example NAME] [--seed S]",
 		"Generates a stream of page-view events, runs the exactly-once counter\n"+
 			"pipeline (examples/counter: QueueSource → Counter → SyncQueueSink) on it\n"+
 			"with a live progress line, then verifies its own output: every user's\n"+
-			"counts must be exactly 1..n, once each. Without --data it works in a\n"+
-			"temporary directory and removes it; with --data it keeps it, so that\n"+
-			"'weir queue read --data DIR counts' shows the result.")
+			"counts must be exactly 1..n, once each. With --example wordcount the\n"+
+			"events are lines of words, and every word's counts are verified.\n"+
+			"Without --data it works in a temporary directory and removes it; with\n"+
+			"--data it keeps it, so that 'weir queue read --data DIR counts' shows\n"+
+			"the result.")
 	dir := fs.String("data", "", "data directory to keep (default: a temporary one, removed)")
 	events := fs.Int("events", 200000, "number of events to generate")
 	keys := fs.Int("keys", 1000, "number of distinct users (keys)")
 	parts := fs.Int("partitions", 4, "partitions of the input queue")
-	example := fs.String("example", "counter", "example spec to run: counter, counter-async or counter-alo")
+	example := fs.String("example", "counter", "example spec to run: counter, counter-async, counter-alo or wordcount")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "random seed of the generated events")
 	if _, err := parse(fs, args); err != nil {
 		return err
@@ -71,9 +75,13 @@ func runDemo(o *Options, args []string) error {
 		return err
 	}
 	genStart := time.Now()
-	want, err := generate(ctx, in, *events, *keys, *seed)
+	want, err := generate(ctx, in, *events, *keys, *seed, *example == "wordcount")
 	if err != nil {
 		return err
+	}
+	units := 0 // what Counter counts: events, or words
+	for _, n := range want {
+		units += n
 	}
 	fmt.Fprintf(w, "  generated and wrote %d events in %.1fs\n", *events, time.Since(genStart).Seconds())
 
@@ -85,15 +93,22 @@ func runDemo(o *Options, args []string) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan struct{})
+	// On a terminal the progress line redraws itself; into a file or a
+	// pipe it is a plain line every few seconds.
+	tty := isTerminal(o.Stderr)
+	period, format := 2*time.Second, "  %s\n"
+	if tty {
+		period, format = 500*time.Millisecond, "\r  %s   "
+	}
 	go func() {
-		t := time.NewTicker(500 * time.Millisecond)
+		t := time.NewTicker(period)
 		defer t.Stop()
 		for {
 			select {
 			case <-done:
 				return
 			case <-t.C:
-				fmt.Fprintf(o.Stderr, "\r  %s   ", demoProgress(runCtx, r, *events))
+				fmt.Fprintf(o.Stderr, format, demoProgress(runCtx, r, units))
 			}
 		}
 	}()
@@ -101,7 +116,10 @@ func runDemo(o *Options, args []string) error {
 	state, err := r.eng.Run(runCtx)
 	elapsed := time.Since(start)
 	close(done)
-	fmt.Fprintf(o.Stderr, "\r  %s   \n", demoProgress(runCtx, r, *events))
+	if tty {
+		format = "\r  %s   \n"
+	}
+	fmt.Fprintf(o.Stderr, format, demoProgress(runCtx, r, units))
 	if err != nil {
 		return err
 	}
@@ -131,13 +149,15 @@ func runDemo(o *Options, args []string) error {
 	if v.losses > 0 || exact && (v.duplicates > 0 || v.badKeys > 0) {
 		return fmt.Errorf("verification FAILED: %d losses, %d duplicates, %d wrong keys", v.losses, v.duplicates, v.badKeys)
 	}
-	fmt.Fprintf(w, "  verified:    every user's counts are exactly 1..n, once each\n")
+	fmt.Fprintf(w, "  verified:    every key's counts are exactly 1..n, once each\n")
 	return nil
 }
 
 // generate writes page-view events with a skewed (Zipf) user distribution
-// and returns each user's event count.
-func generate(ctx context.Context, q *queue.Queue, n, keys int, seed uint64) (map[string]int, error) {
+// and returns each user's event count; with words, each event is instead a
+// line {"text": ...} of one to four words drawn the same way (the input of
+// examples/wordcount), and it returns each word's count.
+func generate(ctx context.Context, q *queue.Queue, n, keys int, seed uint64, words bool) (map[string]int, error) {
 	r := rand.New(rand.NewPCG(seed, 42))
 	zipf := rand.NewZipf(r, 1.1, 4, uint64(keys-1))
 	pages := []string{"/", "/search", "/item", "/cart", "/checkout", "/help"}
@@ -148,8 +168,17 @@ func generate(ctx context.Context, q *queue.Queue, n, keys int, seed uint64) (ma
 	base := time.Now().UnixMilli()
 	for i := 0; i < n; i++ {
 		user := fmt.Sprintf("user-%05d", zipf.Uint64())
-		want[user]++
 		row := weir.Row{"key": user, "page": pages[r.IntN(len(pages))], "ms": base + int64(i)}
+		if words {
+			line := make([]string, 1+r.IntN(4))
+			for j := range line {
+				line[j] = fmt.Sprintf("w%05d", zipf.Uint64())
+				want[line[j]]++
+			}
+			row = weir.Row{"key": user, "text": strings.Join(line, " ")}
+		} else {
+			want[user]++
+		}
 		rows = append(rows, row)
 		parts = append(parts, queue.PartitionOf(row, "key", q.Partitions(), nil))
 		if len(rows) == chunk || i == n-1 {
@@ -231,4 +260,14 @@ func verifyCounts(ctx context.Context, q *queue.Queue, want map[string]int) (ver
 		}
 	}
 	return v, nil
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }

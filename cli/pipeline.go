@@ -6,9 +6,9 @@ import (
 )
 
 func runPipeline(o *Options, args []string) error {
-	actions := map[string]bool{"status": true, "stop": true, "pause": true, "start": true}
+	actions := map[string]bool{"status": true, "stop": true, "pause": true, "start": true, "console": true}
 	if len(args) == 0 || !actions[args[0]] {
-		fmt.Fprintln(o.Stderr, `Usage: weir pipeline <status|stop|pause|start> --data DIR
+		return topUsage(o, args, `Usage: weir pipeline <status|stop|pause|start|console> --data DIR
 
   status  print the running pipeline's state, counters and partitions (JSON);
           "failing" lists partitions whose jobs keep failing (restarted with
@@ -17,6 +17,8 @@ func runPipeline(o *Options, args []string) error {
           then the pipeline is stopped and 'weir run' exits
   pause   stop every job at once (in-flight data stays for the next start)
   start   resume a stopped or paused pipeline
+  console print the address of the web console, with the admin token in
+          its fragment (#token=…, which the browser does not send)
 
 They talk to the admin API of the 'weir run' that holds DIR.
 
@@ -24,10 +26,6 @@ A stop requested while paused runs the jobs again until they drained:
 "stopped" always means drained, and only a stopped pipeline accepts a spec
 whose static part (partition counts, streams, computations, sources,
 sinks...) changed.`)
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			return nil
-		}
-		return errUsage
 	}
 	action := args[0]
 	fs := newFlags(o, "pipeline "+action, "--data DIR", "See 'weir pipeline --help'.")
@@ -38,12 +36,20 @@ sinks...) changed.`)
 	if *dir == "" {
 		return usageErr(fs, "need --data DIR")
 	}
-	addr, ok := runningAdmin(*dir)
+	c, ok := runningAdmin(*dir)
 	if !ok {
 		return fmt.Errorf("no weir is running on %s (start one with: weir run --data %s --spec FILE)", *dir, *dir)
 	}
-	if action == "status" {
-		return adminCall(http.MethodGet, addr, "/status", nil, o.Stdout)
+	switch action {
+	case "status":
+		return c.call(http.MethodGet, "/status", "", nil, o.Stdout)
+	case "console":
+		token, err := adminToken(*dir, false)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Stdout, "http://%s/#token=%s\n", c.addr, token)
+		return nil
 	}
-	return adminCall(http.MethodPost, addr, "/pipeline/"+action, nil, o.Stdout)
+	return c.call(http.MethodPost, "/pipeline/"+action, "", nil, o.Stdout)
 }

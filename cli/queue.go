@@ -20,7 +20,7 @@ func runQueue(o *Options, args []string) error {
 		"create": queueCreate, "write": queueWrite, "read": queueRead, "list": queueList,
 	}
 	if len(args) == 0 || subs[args[0]] == nil {
-		fmt.Fprintln(o.Stderr, `Usage: weir queue <create|write|read|list> [flags]
+		return topUsage(o, args, `Usage: weir queue <create|write|read|list> [flags]
 
   create --data DIR --partitions N NAME   create a queue with N partitions
   write  --data DIR [--partition P] NAME  write JSON objects (one per line) from stdin
@@ -30,10 +30,6 @@ func runQueue(o *Options, args []string) error {
 
 The commands open DIR's store directly, or go through the admin API of a
 weir run that holds it.`)
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			return nil
-		}
-		return errUsage
 	}
 	return subs[args[0]](o, args[1:])
 }
@@ -51,18 +47,18 @@ func queueArgs(fs *flag.FlagSet, args []string) (string, error) {
 	return pos[0], nil
 }
 
-// withQueueStore runs fn on DIR's store, or returns remote=true with the
-// admin address if a running weir holds it.
-func withStore(dir string, fn func(st store.Store) error) (remote string, err error) {
-	if addr, ok := runningAdmin(dir); ok {
-		return addr, nil
+// withStore runs fn on DIR's store, or returns a client of the admin API
+// of the running weir that holds it.
+func withStore(dir string, readOnly bool, fn func(st store.Store) error) (remote *adminConn, err error) {
+	if c, ok := runningAdmin(dir); ok {
+		return c, nil
 	}
-	st, err := openStore(dir)
+	st, err := openStoreMode(dir, readOnly)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer st.Close()
-	return "", fn(st)
+	return nil, fn(st)
 }
 
 func queueCreate(o *Options, args []string) error {
@@ -74,12 +70,12 @@ func queueCreate(o *Options, args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	remote, err := withStore(*dir, func(st store.Store) error {
+	remote, err := withStore(*dir, false, func(st store.Store) error {
 		_, err := queue.Create(ctx, st, name, *n)
 		return err
 	})
-	if remote != "" {
-		err = adminCall(http.MethodPost, remote, "/queues/"+url.PathEscape(name)+"?partitions="+strconv.Itoa(*n), nil, io.Discard)
+	if remote != nil {
+		err = remote.call(http.MethodPost, "/queues/"+url.PathEscape(name)+"?partitions="+strconv.Itoa(*n), "", nil, io.Discard)
 	}
 	if err != nil {
 		return err
@@ -100,7 +96,7 @@ func queueWrite(o *Options, args []string) error {
 	}
 	ctx := context.Background()
 	var n int
-	remote, err := withStore(*dir, func(st store.Store) error {
+	remote, err := withStore(*dir, false, func(st store.Store) error {
 		q, err := queue.Open(ctx, st, name)
 		if err != nil {
 			return err
@@ -108,10 +104,10 @@ func queueWrite(o *Options, args []string) error {
 		n, err = writeRows(ctx, q, o.Stdin, *part)
 		return err
 	})
-	if remote != "" {
+	if remote != nil {
 		var resp struct{ Written int }
 		var sb strings.Builder
-		err = adminCall(http.MethodPost, remote, "/queues/"+url.PathEscape(name)+"/rows?partition="+strconv.Itoa(*part), o.Stdin, &sb)
+		err = remote.call(http.MethodPost, "/queues/"+url.PathEscape(name)+"/rows?partition="+strconv.Itoa(*part), "application/x-ndjson", o.Stdin, &sb)
 		if err == nil {
 			err = json.Unmarshal([]byte(sb.String()), &resp)
 			n = resp.Written
@@ -136,7 +132,7 @@ func queueRead(o *Options, args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	remote, err := withStore(*dir, func(st store.Store) error {
+	remote, err := withStore(*dir, true, func(st store.Store) error {
 		q, err := queue.Open(ctx, st, name)
 		if err != nil {
 			return err
@@ -144,9 +140,9 @@ func queueRead(o *Options, args []string) error {
 		_, err = readRows(ctx, q, o.Stdout, *part, *off, *limit)
 		return err
 	})
-	if remote != "" {
+	if remote != nil {
 		q := fmt.Sprintf("/queues/%s/rows?partition=%d&offset=%d&limit=%d", url.PathEscape(name), *part, *off, *limit)
-		err = adminCall(http.MethodGet, remote, q, nil, o.Stdout)
+		err = remote.call(http.MethodGet, q, "", nil, o.Stdout)
 	}
 	return err
 }
@@ -161,11 +157,11 @@ func queueList(o *Options, args []string) error {
 		return usageErr(fs, "need --data DIR")
 	}
 	ctx := context.Background()
-	remote, err := withStore(*dir, func(st store.Store) error {
+	remote, err := withStore(*dir, true, func(st store.Store) error {
 		return listQueues(ctx, st, o.Stdout)
 	})
-	if remote != "" {
-		err = adminCall(http.MethodGet, remote, "/queues", nil, o.Stdout)
+	if remote != nil {
+		err = remote.call(http.MethodGet, "/queues", "", nil, o.Stdout)
 	}
 	return err
 }
@@ -191,24 +187,4 @@ func listQueues(ctx context.Context, st store.Store, w io.Writer) error {
 		fmt.Fprintf(w, "%s\t%s\t%d rows\n", name, plural(q.Partitions(), "partition", "partitions"), rows)
 	}
 	return nil
-}
-
-// adminCall calls the admin API of a running weir and copies the response
-// body to out; a non-2xx answer is an error with the body's text.
-func adminCall(method, addr, path string, body io.Reader, out io.Writer) error {
-	req, err := http.NewRequest(method, "http://"+addr+path, body)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("admin API of the running weir at %s: %w", addr, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("%s", strings.TrimSpace(string(b)))
-	}
-	_, err = io.Copy(out, resp.Body)
-	return err
 }

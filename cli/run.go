@@ -54,7 +54,7 @@ func runRun(o *Options, args []string) error {
 	}
 	p, err := spec.Parse(b, *specPath)
 	if err != nil {
-		return fmt.Errorf("spec %s:\n%w", *specPath, err)
+		return err // names the file
 	}
 	st, err := openStore(*dir)
 	if err != nil {
@@ -71,7 +71,7 @@ func runRun(o *Options, args []string) error {
 		return err
 	}
 	defer r.close()
-	logger.Printf("running %s on %s; admin API at http://%s", *specPath, *dir, r.addr)
+	logger.Printf("running %s on %s; admin API at http://%s (web console: weir pipeline console --data %s)", *specPath, *dir, r.addr, *dir)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -91,11 +91,16 @@ func runRun(o *Options, args []string) error {
 	if *progress > 0 {
 		go r.progressLoop(ctx, o.Stderr, *progress)
 	}
+	var fatal fatalStop
+	go fatal.watch(ctx, o.fatal, cancel)
 	state, err := r.eng.Run(ctx)
 	s := r.eng.Status()
 	logger.Printf("pipeline %s after %.1fs: %s", state, s.Uptime, summarize(s))
-	if err != nil && !errors.Is(err, context.Canceled) {
+	if err := fatal.result(nil); err != nil {
 		return err
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return explainDamage(*dir, err)
 	}
 	if state != controller.Completed && state != controller.Stopped {
 		return fmt.Errorf("pipeline ended in state %s", state)
@@ -105,15 +110,18 @@ func runRun(o *Options, args []string) error {
 
 // runner is a running pipeline with its admin API.
 type runner struct {
-	dir   string
-	st    store.Store
-	spec  *spec.Pipeline
-	eng   *engine.Engine
-	addr  string
-	srv   *http.Server
-	mu    sync.Mutex
-	last  map[string]uint64
-	lastT time.Time
+	dir  string
+	st   store.Store
+	spec *spec.Pipeline
+	eng  *engine.Engine
+	addr string
+	// instance identifies this run in DIR/admin.addr (see adminauth.go).
+	instance string
+	console  *console // the web console's sampler (console.go)
+	srv      *http.Server
+	mu       sync.Mutex
+	last     map[string]uint64
+	lastT    time.Time
 }
 
 func startRunner(ctx context.Context, o *Options, dir string, p *spec.Pipeline, st store.Store, admin string, logf func(string, ...any)) (*runner, error) {
@@ -124,7 +132,7 @@ func startRunner(ctx context.Context, o *Options, dir string, p *spec.Pipeline, 
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{dir: dir, st: st, spec: p, eng: eng}
+	r := &runner{dir: dir, st: st, spec: p, eng: eng, instance: newInstanceID()}
 	ln, err := net.Listen("tcp", admin)
 	if err != nil {
 		return nil, fmt.Errorf("admin API: %w", err)
@@ -134,19 +142,23 @@ func startRunner(ctx context.Context, o *Options, dir string, p *spec.Pipeline, 
 		return nil, fmt.Errorf("admin API address %s is not loopback; the admin API has no authentication", admin)
 	}
 	r.addr = ln.Addr().String()
-	r.srv = &http.Server{Handler: r.handler(), ReadHeaderTimeout: 10 * time.Second}
-	go r.srv.Serve(ln)
-	tmp := filepath.Join(dir, adminAddrFile+".tmp")
-	if err := os.WriteFile(tmp, []byte(r.addr+"\n"), 0o644); err != nil {
+	h, err := r.guarded(r.handler())
+	if err != nil {
+		ln.Close()
 		return nil, err
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, adminAddrFile)); err != nil {
+	r.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go r.srv.Serve(ln)
+	if err := writeAdminAddr(dir, r.addr, r.instance); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
 func (r *runner) close() {
+	if r.console != nil {
+		r.console.stop()
+	}
 	os.Remove(filepath.Join(r.dir, adminAddrFile))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -198,9 +210,12 @@ func (r *runner) handler() http.Handler {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return
 		}
-		part, _ := strconv.Atoi(req.URL.Query().Get("partition"))
-		if req.URL.Query().Get("partition") == "" {
-			part = -1
+		part := -1
+		if v := req.URL.Query().Get("partition"); v != "" {
+			if part, err = strconv.Atoi(v); err != nil {
+				http.Error(w, fmt.Sprintf("partition %q is not a number", v), http.StatusBadRequest)
+				return
+			}
 		}
 		n, err := writeRows(req.Context(), q, req.Body, part)
 		if err != nil {
@@ -311,42 +326,27 @@ func failingNote(s engine.Status) string {
 }
 
 // queueLag sums, over the spec's QueueSources, the rows not yet committed
-// by their consumers.
+// by their consumers (sourceLags, console.go).
 func queueLag(ctx context.Context, st store.Store, p *spec.Pipeline) (int64, bool) {
 	var lag int64
-	found := false
-	for _, c := range p.Computations {
-		for _, src := range c.SourceStreams {
-			if src.SourceClassName != "QueueSource" {
-				continue
-			}
-			qp, _ := src.Parameters["queue_path"].(string)
-			cp, _ := src.Parameters["consumer_path"].(string)
-			q, err := queue.Open(ctx, st, qp)
-			if err != nil {
-				continue
-			}
-			offs, err := q.ConsumerOffsets(ctx, cp)
-			if err != nil {
-				continue
-			}
-			for part, off := range offs {
-				n, err := q.Len(ctx, part)
-				if err == nil {
-					lag += int64(n) - int64(off)
-					found = true
-				}
-			}
-		}
+	lags := sourceLags(ctx, st, p)
+	for _, l := range lags {
+		lag += l
 	}
-	return lag, found
+	return lag, len(lags) > 0
 }
 
 func summarize(s engine.Status) string {
 	out := ""
 	for _, name := range sortedNames(s.Computations) {
 		c := s.Computations[name]
-		out += fmt.Sprintf("%s %d in, %d duplicates dropped, %d out; ", name, c.Inputs, c.Duplicates, c.Outputs)
+		out += fmt.Sprintf("%s %d in, %d out", name, c.Inputs, c.Outputs)
+		if c.Duplicates > 0 {
+			// Redeliveries after a restart are expected and harmless: the
+			// dedup table recognised them. Say so rather than alarm.
+			out += fmt.Sprintf(" (%d redelivered after a restart, recognised and skipped)", c.Duplicates)
+		}
+		out += "; "
 	}
 	return out + fmt.Sprintf("%d jobs started, %d failed, %d lost", s.Controller.JobsStarted, s.Controller.JobsFailed, s.Controller.JobsLost) + failingNote(s)
 }

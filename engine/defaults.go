@@ -21,9 +21,14 @@ func DefaultClasses() *weir.Registry {
 }
 
 // DefaultConnectors returns a registry with every connector weir ships.
-func DefaultConnectors() *connector.Registry {
+func DefaultConnectors() *connector.Registry { return DefaultConnectorsWith(kafka.Options{}) }
+
+// DefaultConnectorsWith is DefaultConnectors with the Kafka connectors'
+// options (for example a Fatal hook).
+func DefaultConnectorsWith(ko kafka.Options) *connector.Registry {
 	r := connector.NewRegistry()
-	for _, reg := range []func(*connector.Registry) error{queue.Register, httpsink.Register, kafka.Register, statictable.Register} {
+	kafkaReg := func(r *connector.Registry) error { return kafka.RegisterWith(r, ko) }
+	for _, reg := range []func(*connector.Registry) error{queue.Register, httpsink.Register, kafkaReg, statictable.Register} {
 		if err := reg(r); err != nil {
 			panic(err)
 		}

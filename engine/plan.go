@@ -48,6 +48,11 @@ func BuildPlan(ctx context.Context, p *spec.Pipeline, classes *weir.Registry, co
 		c := p.Computations[name]
 		path := "computations." + name
 		code, _ := classes.Lookup(c.ComputationClassName)
+		if code.Keyed && len(c.KeyColumns()) == 0 && len(c.SourceStreams) == 0 {
+			errs = append(errs, fmt.Errorf("%s.group_by: class %q keeps per-key state and needs a key, but the computation has no group_by: "+
+				"every message would share one key; set group_by to the key column(s), e.g. [\"key\"]", path, c.ComputationClassName))
+			continue
+		}
 		cp := &runtime.CompPlan{
 			Name:          name,
 			Code:          code,

@@ -646,3 +646,35 @@ func scalarKey(k reflect.Value) (string, bool) {
 	}
 	return "", false
 }
+
+// StructKey is one key of a spec or parameters struct, as the decoders see
+// it (docs/spec.md is generated from these).
+type StructKey struct {
+	// Name is the key.
+	Name string
+	// Field is the Go field the key decodes into; Owner is the struct type
+	// that declares it (an embedded struct's type for inlined fields).
+	Field reflect.StructField
+	Owner reflect.Type
+	// Required: a missing key is an error.
+	Required bool
+	// Index is the field's index path from the struct (reflect.FieldByIndex).
+	Index []int
+}
+
+// StructKeys lists the keys the decoders accept for struct type t, sorted
+// by name, following the tag rules documented on DecodeParameters.
+func StructKeys(t reflect.Type) []StructKey {
+	info := structInfoOf(t)
+	out := make([]StructKey, 0, len(info.names))
+	for _, name := range info.names {
+		f := info.byName[name]
+		owner := t
+		for _, i := range f.index[:len(f.index)-1] {
+			owner = owner.Field(i).Type
+		}
+		out = append(out, StructKey{Name: name, Field: owner.Field(f.index[len(f.index)-1]), Owner: owner,
+			Required: f.required, Index: append([]int(nil), f.index...)})
+	}
+	return out
+}

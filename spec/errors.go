@@ -18,7 +18,8 @@ import (
 //
 // Decoding and validation collect every problem they find and return them
 // together with errors.Join, sorted by Path, so that one run shows a user
-// everything to fix. Use errors.As to get the first *Error, or unwrap the joined
+// everything to fix (up to MaxReported problems, then a *MoreError with the
+// count of the rest). Use errors.As to get the first *Error, or unwrap the joined
 // error (interface{ Unwrap() []error }) to get all of them.
 type Error struct {
 	// Path locates the problem; see the type's comment.
@@ -48,20 +49,48 @@ func (e *Error) Error() string {
 // Unwrap returns the underlying cause, if any.
 func (e *Error) Unwrap() error { return e.Err }
 
+// MaxReported is how many problems a decoding or validation error lists;
+// the rest are counted in a last *MoreError. A spec with a million unknown
+// keys gets a readable error, not a million lines.
+const MaxReported = 20
+
+// maxKept bounds the problems an errorList keeps in memory before it only
+// counts them. Keys are visited in sorted order, so the kept ones are the
+// first in path order for the decoders.
+const maxKept = 1000
+
+// MoreError ends a list of MaxReported problems when there were more.
+type MoreError struct {
+	// N is the number of problems not listed.
+	N int
+}
+
+func (e *MoreError) Error() string {
+	return fmt.Sprintf("... and %d more problems (fix those above and run again to see the rest)", e.N)
+}
+
 // errorList collects problems; err returns them sorted and joined.
 type errorList struct {
-	errs []*Error
+	errs    []*Error
+	dropped int // problems beyond maxKept, counted only
 }
 
 func (l *errorList) add(path, format string, args ...any) {
-	l.errs = append(l.errs, &Error{Path: path, Msg: fmt.Sprintf(format, args...)})
+	l.addErr(&Error{Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
-func (l *errorList) addErr(e *Error) { l.errs = append(l.errs, e) }
+func (l *errorList) addErr(e *Error) {
+	if len(l.errs) >= maxKept {
+		l.dropped++
+		return
+	}
+	l.errs = append(l.errs, e)
+}
 
 // err returns nil when nothing was collected, else the problems joined with
 // errors.Join in a deterministic order (by path, then message), without
-// duplicates.
+// duplicates, at most MaxReported of them followed by a *MoreError with the
+// number left out.
 func (l *errorList) err() error {
 	if len(l.errs) == 0 {
 		return nil
@@ -81,6 +110,9 @@ func (l *errorList) err() error {
 		}
 		prev = s
 		out = append(out, e)
+	}
+	if more := len(out) - MaxReported + l.dropped; more > 0 {
+		out = append(out[:min(len(out), MaxReported)], &MoreError{N: more})
 	}
 	return errors.Join(out...)
 }

@@ -31,12 +31,36 @@ func Parse(data []byte, filename string) (*Pipeline, error) {
 		p, err = parseSniffed(data)
 	}
 	if err != nil {
-		if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 1 {
-			return nil, fmt.Errorf("spec %s: %d problems:\n%w", filename, len(j.Unwrap()), err)
+		if n := ProblemCount(err); n > 1 {
+			return nil, fmt.Errorf("spec %s: %d problems:\n%w", filename, n, err)
 		}
 		return nil, fmt.Errorf("spec %s: %w", filename, err)
 	}
 	return p, nil
+}
+
+// ProblemCount returns how many problems err (from Parse*, Validate or
+// DecodeParameters) reports, counting those a *MoreError left out.
+func ProblemCount(err error) int {
+	if err == nil {
+		return 0
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	for !ok {
+		if err = errors.Unwrap(err); err == nil {
+			return 1
+		}
+		j, ok = err.(interface{ Unwrap() []error })
+	}
+	n := 0
+	for _, e := range j.Unwrap() {
+		if m, ok := e.(*MoreError); ok {
+			n += m.N
+		} else {
+			n++
+		}
+	}
+	return n
 }
 
 // parseSniffed tries YSON and then YAML. Only syntax decides the format: once

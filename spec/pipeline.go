@@ -36,6 +36,22 @@ const (
 	DefaultJobRestartBackoffMax = Duration(30 * time.Second)
 )
 
+// Limits Validate enforces on the numbers that size memory, so that one
+// mistyped number (partition_count = 1000000000) is an error at load rather
+// than a process that grows until the machine runs out of memory.
+const (
+	// MaxPartitionCount bounds partition_count: each partition is a job
+	// with its own mailbox, outbox and state cache.
+	MaxPartitionCount = 4096
+	// MaxRowsPerBatch bounds max_rows_per_batch: an epoch holds its batch
+	// in memory.
+	MaxRowsPerBatch = 1_000_000
+	// MaxBytesPerBatch bounds max_bytes_per_batch (1 GiB).
+	MaxBytesPerBatch = 1 << 30
+	// MaxWorkerCount bounds dynamic_spec.worker_count.
+	MaxWorkerCount = 256
+)
+
 // Pipeline is a whole pipeline spec: computations joined by streams, plus the
 // dynamic part (target state and controller tunables).
 //
@@ -178,17 +194,18 @@ type Computation struct {
 	// that reads internal streams (a weir extension: Flow sizes partitions
 	// from load; weir, on one machine, uses a fixed count). Source
 	// computations ignore it: they have one partition per source partition.
-	// Default 4; must be positive.
+	// Default 4; 1 to MaxPartitionCount (4096).
 	PartitionCount int `yson:"partition_count,omitempty" yaml:"partition_count,omitempty"`
 
 	// The knobs below are per-computation tunables that Flow keeps in the
 	// dynamic computation spec; weir reads them from here.
 
 	// MaxRowsPerBatch caps the rows fetched per epoch from each input, from the
-	// timers and from each source. Default 1000 (as in Flow); must be positive.
+	// timers and from each source. Default 1000 (as in Flow); 1 to
+	// MaxRowsPerBatch (1,000,000).
 	MaxRowsPerBatch int `yson:"max_rows_per_batch,omitempty" yaml:"max_rows_per_batch,omitempty"`
 	// MaxBytesPerBatch caps the bytes fetched per epoch, per input, timers and
-	// each source. Default 10 MiB (as in Flow); must be positive.
+	// each source. Default 10 MiB (as in Flow); 1 to MaxBytesPerBatch (1 GiB).
 	MaxBytesPerBatch int64 `yson:"max_bytes_per_batch,omitempty" yaml:"max_bytes_per_batch,omitempty"`
 	// BatchDuration is how long a job may wait for its batch to fill before
 	// processing what it has: after an epoch whose input batch was not full
@@ -365,7 +382,7 @@ type DynamicSpec struct {
 	// must be positive.
 	LostJobTimeout Duration `yson:"lost_job_timeout,omitempty" yaml:"lost_job_timeout,omitempty"`
 	// WorkerCount is the number of workers an embedded (one-process) run
-	// starts. Default 2; must be positive.
+	// starts. Default 2; 1 to MaxWorkerCount (256).
 	WorkerCount int `yson:"worker_count,omitempty" yaml:"worker_count,omitempty"`
 	// JobRestartBackoff is how long the controller waits before restarting
 	// a partition whose job failed (an error, a sink whose retries ran out,

@@ -248,9 +248,9 @@ func (v *validator) computation(id, path string, c *Computation) {
 			didYouMean(string(c.ProcessingMode), []string{string(ExactlyOnce), string(AtLeastOnceConsistent)}))
 	}
 
-	v.positive(joinKey(path, "partition_count"), int64(c.PartitionCount))
-	v.positive(joinKey(path, "max_rows_per_batch"), int64(c.MaxRowsPerBatch))
-	v.positive(joinKey(path, "max_bytes_per_batch"), c.MaxBytesPerBatch)
+	v.bounded(joinKey(path, "partition_count"), int64(c.PartitionCount), MaxPartitionCount, "each partition is a job with its own mailbox and state")
+	v.bounded(joinKey(path, "max_rows_per_batch"), int64(c.MaxRowsPerBatch), MaxRowsPerBatch, "an epoch holds its whole batch in memory")
+	v.bounded(joinKey(path, "max_bytes_per_batch"), c.MaxBytesPerBatch, MaxBytesPerBatch, "an epoch holds its whole batch in memory")
 	v.positive(joinKey(path, "output_store_count_limit"), c.OutputStoreCountLimit)
 	v.positive(joinKey(path, "output_store_byte_size_limit"), c.OutputStoreByteSizeLimit)
 	v.positive(joinKey(path, "state_cache_byte_size_limit"), c.StateCacheByteSizeLimit)
@@ -342,6 +342,11 @@ func (v *validator) key(path string, c *Computation, inputs map[string]bool) {
 			v.add(gbPath, "must list the column names of group_by_schema in the same order (%s); fix one of them, or keep only group_by_schema", quoteList(names))
 		}
 	}
+	for i, col := range c.GroupBySchema {
+		if !keyType(col.Type) {
+			v.add(joinKey(joinIndex(gsPath, i), "type"), "a key column cannot be of type %q, which may hold lists and maps; use a scalar type", col.Type)
+		}
+	}
 	if len(c.GroupBySchema) > 0 && !c.ExperimentalEnableNonUintKey && c.GroupBySchema[0].Type != TypeUint64 {
 		v.add(joinKey(joinIndex(gsPath, 0), "type"),
 			"the first key column must be uint64 (the key hash that partitions the computation), got %q; make it uint64, or set experimental_enable_non_uint_key",
@@ -379,6 +384,8 @@ func (v *validator) key(path string, c *Computation, inputs map[string]bool) {
 			switch {
 			case !ok:
 				v.add(ep, "key column %q is not in the schema of input stream %q; add it to the stream's schema or fix the key", k, in)
+			case !keyType(t):
+				v.add(ep, "key column %q is of type %q in the schema of input stream %q, which may hold lists and maps; a key column needs a scalar type", k, t, in)
 			case declared != nil && declared[k] != t:
 				v.add(ep, "key column %q is %s in group_by_schema but %s in the schema of input stream %q; make them agree", k, declared[k], t, in)
 			case declared == nil && i == 0 && !c.ExperimentalEnableNonUintKey && t != TypeUint64:
@@ -387,6 +394,11 @@ func (v *validator) key(path string, c *Computation, inputs map[string]bool) {
 		}
 	}
 }
+
+// keyType reports whether a column of type t can be a key column: not
+// any or yson, whose values may be lists and maps, which have no key
+// encoding.
+func keyType(t ColumnType) bool { return t != TypeAny && t != "yson" }
 
 // columns checks a schema or key column list.
 func (v *validator) columns(path string, cols []Column) {
@@ -595,13 +607,23 @@ func (v *validator) dynamic(path string, d *DynamicSpec) {
 	v.positiveDuration(joinKey(path, "lease_ping_period"), d.LeasePingPeriod)
 	v.positiveDuration(joinKey(path, "lease_check_period"), d.LeaseCheckPeriod)
 	v.positiveDuration(joinKey(path, "lost_job_timeout"), d.LostJobTimeout)
-	v.positive(joinKey(path, "worker_count"), int64(d.WorkerCount))
+	v.bounded(joinKey(path, "worker_count"), int64(d.WorkerCount), MaxWorkerCount, "each worker runs its jobs' goroutines")
 	v.positiveDuration(joinKey(path, "job_restart_backoff"), d.JobRestartBackoff)
 	if d.JobRestartBackoff > 0 && d.JobRestartBackoffMax < d.JobRestartBackoff {
 		v.add(joinKey(path, "job_restart_backoff_max"), "must not be shorter than job_restart_backoff (%s), got %s", d.JobRestartBackoff, d.JobRestartBackoffMax)
 	}
 	if d.LeasePingPeriod > 0 && d.LeaseTimeout > 0 && d.LeasePingPeriod >= d.LeaseTimeout {
 		v.add(joinKey(path, "lease_ping_period"), "must be shorter than lease_timeout (%s), got %s, or healthy leases expire between pings; shorten it (a few pings per timeout)", d.LeaseTimeout, d.LeasePingPeriod)
+	}
+}
+
+// bounded checks 1 <= n <= max; why says what the number sizes.
+func (v *validator) bounded(path string, n, max int64, why string) {
+	switch {
+	case n <= 0:
+		v.add(path, "must be positive, got %d", n)
+	case n > max:
+		v.add(path, "%d is above the limit of %d (%s); use a smaller value", n, max, why)
 	}
 }
 

@@ -25,6 +25,13 @@ var (
 	// Close it and open the store again; recovery gives a consistent state.
 	// Terminal for this handle: the engine stops and reports it.
 	ErrUnusable = errors.New("store: handle unusable after an I/O failure; reopen the store")
+	// ErrCorrupt: the backend found its data damaged on disk (a checksum
+	// mismatch, a missing or truncated file, acknowledged commits missing
+	// from the log). Terminal for the data, not just the handle: reopening
+	// does not help. The engine stops; the operator checks the store (weir
+	// store check) and restores it. Backends return it together with
+	// ErrUnusable, as the handle refuses every later call.
+	ErrCorrupt = errors.New("store: data damaged on disk")
 )
 
 // LeaseLostError says a commit or ping named a lease that is not active.

@@ -223,12 +223,7 @@ func TestSigtermDrains(t *testing.T) {
 func TestPipelineCommands(t *testing.T) {
 	dir, _ := setup(t, 1000, 10, 4)
 	// An infinite source keeps the pipeline running until stopped.
-	spec := filepath.Join(t.TempDir(), "spec.yson")
-	b, err := os.ReadFile(exampleSpec("counter"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(spec, bytes.Replace(b, []byte(`"finite" = %true;`), []byte(`"finite" = %false;`), 1), 0o644)
+	spec := infiniteSpec(t)
 	cmd := exec.Command(weirBin, "run", "--data", dir, "--spec", spec, "--progress", "0")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

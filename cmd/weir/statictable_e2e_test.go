@@ -125,8 +125,8 @@ type bgRun struct {
 	done   chan error
 }
 
-// startRun starts 'weir run -v' over the fixture.
-func startRun(t *testing.T, f *staticFixture, attr *syscall.SysProcAttr) *bgRun {
+// startStaticRun starts 'weir run -v' over the fixture.
+func startStaticRun(t *testing.T, f *staticFixture, attr *syscall.SysProcAttr) *bgRun {
 	t.Helper()
 	r := &bgRun{cmd: exec.Command(weirBin, "run", "-v", "--data", f.data, "--spec", f.spec, "--progress", "0"), stderr: &syncBuffer{}, done: make(chan error, 1)}
 	r.cmd.SysProcAttr = attr
@@ -182,23 +182,6 @@ func (r *bgRun) stop(t *testing.T) {
 
 func tail(s string) string { return s[max(0, len(s)-4000):] }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // TestStaticTableBrokenInputs: a table that is a truncated Parquet file,
 // and one the process may not read, stop the pipeline at that table with
 // an error naming it; the run does not complete. Once the file is fixed,
@@ -215,7 +198,7 @@ func TestStaticTableBrokenInputs(t *testing.T) {
 		if err := os.WriteFile(name, orig[:len(orig)/2], 0o644); err != nil {
 			t.Fatal(err)
 		}
-		r := startRun(t, f, nil)
+		r := startStaticRun(t, f, nil)
 		r.waitFor(t, "table "+name+": malformed table: not a readable Parquet file")
 		r.stop(t)
 		if err := os.WriteFile(name, orig, 0o644); err != nil {
@@ -245,7 +228,7 @@ func TestStaticTableBrokenInputs(t *testing.T) {
 				}
 			}
 		}
-		r := startRun(t, f, attr)
+		r := startStaticRun(t, f, attr)
 		r.waitFor(t, "table "+name+" cannot be read: open "+name+": permission denied")
 		r.stop(t)
 		if err := os.Chmod(name, 0o644); err != nil {
@@ -291,7 +274,7 @@ func openToAll(t *testing.T, dirs ...string) {
 func TestStaticTableChangedAfterRead(t *testing.T) {
 	f := newStaticFixture(t, 3, 600, 20, 8)
 	f.setFinite(t, false)
-	r := startRun(t, f, nil)
+	r := startStaticRun(t, f, nil)
 	f.waitExact(t, r)
 	r.kill()
 
@@ -312,7 +295,7 @@ func TestStaticTableChangedAfterRead(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r = startRun(t, f, nil)
+	r = startStaticRun(t, f, nil)
 	r.waitFor(t, "table "+name+" changed after it was read")
 	r.stop(t)
 
@@ -322,7 +305,7 @@ func TestStaticTableChangedAfterRead(t *testing.T) {
 	if err := os.Chtimes(name, fi.ModTime(), fi.ModTime()); err != nil {
 		t.Fatal(err)
 	}
-	r = startRun(t, f, nil)
+	r = startStaticRun(t, f, nil)
 	f.waitExact(t, r)
 	r.kill()
 	f.check(t)

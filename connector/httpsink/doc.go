@@ -41,41 +41,12 @@
 // naming the key. Durations take integer milliseconds or strings such as
 // "250ms".
 //
-//   - url (string, required): the http:// or https:// endpoint.
-//   - headers (map string→string, default none): headers added to every
-//     request. Values may hold credentials: they are never logged and never
-//     put into errors, and they are not sent to another host on a redirect.
-//     Content-Length, Transfer-Encoding and Connection are managed by the
-//     sink and rejected; Host sets the request's Host.
-//   - payload_column (string, required): the column whose value is the
-//     request body. A string or bytes value is sent as is; null (or a missing
-//     column) acknowledges the message without a request; any other type is a
-//     permanent failure naming the message id and the column.
-//   - idempotency_header (string, default "Idempotency-Key"): the header
-//     carrying hex(message id). The empty string sends no such header.
-//   - keep_alive (bool, default true): reuse connections between requests.
-//   - max_idle_connections (int, default 8): idle connections kept per sink
-//     instance; 0 keeps none (as keep_alive=false).
-//   - max_redirect_count (int, default 0): redirects followed per attempt. A
-//     redirect beyond it fails the attempt; so does an https→http redirect,
-//     whatever the count, and a 301/302/303 (which would turn the POST into a
-//     GET without the body): only 307 and 308 are followed. Such failures are
-//     permanent, since the receiver would answer the same way again.
-//   - request_timeout (duration, default 60s): total time for one message
-//     across all its attempts and backoff pauses.
-//   - attempt_timeout (duration, default 10s): time for one attempt, from
-//     sending the request to reading the whole response body.
-//   - retry_initial_delay (duration, default 1s): pause after the first
-//     failed attempt.
-//   - retry_multiplier (float ≥ 1, default 2): each further pause is this
-//     many times the previous one…
-//   - retry_maximum_delay (duration, default 30s): …up to this bound.
-//   - retry_jitter_ratio (float in [0,1], default 0.2): each pause is
-//     multiplied by a random factor in [1-ratio, 1+ratio]…
-//   - retry_minimum_delay (duration, default 100ms): …and is never shorter
-//     than this.
-//   - max_attempt_count (int ≥ 1, default 5): attempts per message, the
-//     first included.
+// Each parameter, with its default, is documented on Params and in
+// docs/spec.md: url and payload_column (required), headers,
+// idempotency_header, keep_alive, max_idle_connections,
+// max_redirect_count, request_timeout, attempt_timeout, and the backoff:
+// retry_initial_delay, retry_multiplier, retry_maximum_delay,
+// retry_jitter_ratio, retry_minimum_delay, max_attempt_count.
 //
 // # Which failures are retried
 //

@@ -32,21 +32,51 @@ const (
 // comment documents each one. Headers may hold credentials: String prints
 // header names only, so that logging a Params does not leak them.
 type Params struct {
-	URL                string            `yson:"url,required"`
-	Headers            map[string]string `yson:"headers"`
-	PayloadColumn      string            `yson:"payload_column,required"`
-	IdempotencyHeader  string            `yson:"idempotency_header"`
-	KeepAlive          bool              `yson:"keep_alive"`
-	MaxIdleConnections int               `yson:"max_idle_connections"`
-	MaxRedirectCount   int               `yson:"max_redirect_count"`
-	RequestTimeout     spec.Duration     `yson:"request_timeout"`
-	AttemptTimeout     spec.Duration     `yson:"attempt_timeout"`
-	RetryInitialDelay  spec.Duration     `yson:"retry_initial_delay"`
-	RetryMinimumDelay  spec.Duration     `yson:"retry_minimum_delay"`
-	RetryMultiplier    float64           `yson:"retry_multiplier"`
-	RetryMaximumDelay  spec.Duration     `yson:"retry_maximum_delay"`
-	RetryJitterRatio   float64           `yson:"retry_jitter_ratio"`
-	MaxAttemptCount    int               `yson:"max_attempt_count"`
+	// URL is the http:// or https:// endpoint (required).
+	URL string `yson:"url,required"`
+	// Headers are added to every request. Values may hold credentials:
+	// they are never logged nor put into errors, and are not sent to
+	// another host on a redirect. Content-Length, Transfer-Encoding and
+	// Connection are managed by the sink and rejected; Host sets the
+	// request's Host.
+	Headers map[string]string `yson:"headers"`
+	// PayloadColumn is the column whose value is the request body
+	// (required): a string or bytes value is sent as is; null (or a missing
+	// column) acknowledges the message without a request; any other type
+	// is a permanent failure naming the message id and the column.
+	PayloadColumn string `yson:"payload_column,required"`
+	// IdempotencyHeader is the header carrying hex(message id); the empty
+	// string sends none.
+	IdempotencyHeader string `yson:"idempotency_header"`
+	// KeepAlive reuses connections between requests.
+	KeepAlive bool `yson:"keep_alive"`
+	// MaxIdleConnections is the number of idle connections kept per sink
+	// instance; 0 keeps none (as keep_alive = false).
+	MaxIdleConnections int `yson:"max_idle_connections"`
+	// MaxRedirectCount is the redirects followed per attempt. Only 307 and
+	// 308 are followed; an https→http redirect is always refused; refused
+	// redirects are permanent failures.
+	MaxRedirectCount int `yson:"max_redirect_count"`
+	// RequestTimeout is the total time for one message across all its
+	// attempts and backoff pauses.
+	RequestTimeout spec.Duration `yson:"request_timeout"`
+	// AttemptTimeout is the time for one attempt, from sending the request
+	// to reading the whole response body.
+	AttemptTimeout spec.Duration `yson:"attempt_timeout"`
+	// RetryInitialDelay is the pause after the first failed attempt.
+	RetryInitialDelay spec.Duration `yson:"retry_initial_delay"`
+	// RetryMinimumDelay: a pause is never shorter than this.
+	RetryMinimumDelay spec.Duration `yson:"retry_minimum_delay"`
+	// RetryMultiplier: each further pause is this many times the previous
+	// one, up to RetryMaximumDelay.
+	RetryMultiplier float64 `yson:"retry_multiplier"`
+	// RetryMaximumDelay bounds each pause.
+	RetryMaximumDelay spec.Duration `yson:"retry_maximum_delay"`
+	// RetryJitterRatio: each pause is multiplied by a random factor in
+	// [1-ratio, 1+ratio].
+	RetryJitterRatio float64 `yson:"retry_jitter_ratio"`
+	// MaxAttemptCount is the attempts per message, the first included.
+	MaxAttemptCount int `yson:"max_attempt_count"`
 }
 
 // SetDefaults fills every optional parameter with its default

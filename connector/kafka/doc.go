@@ -40,11 +40,12 @@
 // EventTimestamp.
 //
 // finite = %true ends each partition at its high watermark as of the first
-// read, so the pipeline completes. Partitions are listed once, when the
-// controller lays out the pipeline; every update_partition_count_period
-// (default 1m) the first partition's reader compares the topic's partition
-// count with that list and logs a change: new partitions are read after the
-// pipeline restarts (the controller would have to re-list for more).
+// read, so the pipeline completes. The controller lists the partitions when
+// it lays out the pipeline and again every 10 seconds: a partition added to
+// the topic gets its job, and is read from its start, within about 10
+// seconds, without a restart. Every update_partition_count_period (default
+// 1m) the first partition's reader also compares the topic's partition
+// count with the last list and logs a change.
 //
 // # KafkaSink: exactly-once by default
 //

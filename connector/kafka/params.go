@@ -46,6 +46,7 @@ type ConnParams struct {
 
 // TLSParams configure TLS to the brokers.
 type TLSParams struct {
+	// Enabled turns TLS on (default false: plaintext).
 	Enabled bool `yson:"enabled"`
 	// CAFile is a PEM file of CA certificates to trust instead of the
 	// system roots.
@@ -293,9 +294,9 @@ type SourceParams struct {
 	// PartitionFilter [begin, end) restricts the partitions read.
 	PartitionFilter []int64 `yson:"partition_filter"`
 	// UpdatePartitionCountPeriod is how often the source checks the topic's
-	// partition count (default 1m; 0 disables). A change is logged: the
-	// controller lays out partitions once, so new partitions are read only
-	// after the pipeline restarts.
+	// partition count (default 1m; 0 disables) and logs a change. New
+	// partitions are read without a restart: the controller re-lists the
+	// source's partitions every 10s and starts jobs for new ones.
 	UpdatePartitionCountPeriod spec.Duration `yson:"update_partition_count_period"`
 	// Finite: each partition ends at its high watermark as of the first
 	// read, and the pipeline completes once everything is read.
@@ -404,6 +405,10 @@ type SinkParams struct {
 	// MaxMessagesPerTransaction (KafkaSink) bounds the messages of one write:
 	// one Kafka transaction in exactly_once mode (default 1000).
 	MaxMessagesPerTransaction int `yson:"max_messages_per_transaction"`
+	// Compression is the codec of the record batches the sink writes:
+	// none (default, as Kafka's own producer: every consumer can read it),
+	// gzip, snappy, lz4 or zstd. A consumer must support the codec chosen.
+	Compression string `yson:"compression"`
 	// AllowMissingProgressMarker (KafkaSink, exactly_once) lets a sink whose
 	// progress marker is missing or does not match its state start anyway,
 	// writing again what may already be in Kafka (at-least-once for those
@@ -424,6 +429,28 @@ func (p *SinkParams) SetDefaults() {
 	}
 	if p.MaxMessagesPerTransaction == 0 {
 		p.MaxMessagesPerTransaction = 1000
+	}
+	if p.Compression == "" {
+		p.Compression = "none"
+	}
+}
+
+// compressionCodecs maps the compression parameter to franz-go's codecs.
+var compressionCodecs = map[string]kgo.CompressionCodec{
+	"none":   kgo.NoCompression(),
+	"gzip":   kgo.GzipCompression(),
+	"snappy": kgo.SnappyCompression(),
+	"lz4":    kgo.Lz4Compression(),
+	"zstd":   kgo.ZstdCompression(),
+}
+
+// producerOpts are the client options every sink's producer shares: the
+// topic, the delivery timeout and the compression codec.
+func (p *SinkParams) producerOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.DefaultProduceTopic(p.Topic),
+		kgo.RecordDeliveryTimeout(p.TransactionTimeout.Std()),
+		kgo.ProducerBatchCompression(compressionCodecs[p.Compression]),
 	}
 }
 
@@ -458,6 +485,9 @@ func ParseSinkParams(path string, raw map[string]any) (*SinkParams, error) {
 	if p.MaxMessagesPerTransaction <= 0 {
 		errs = append(errs, fmt.Errorf("%s.max_messages_per_transaction: must be positive", path))
 	}
+	if _, ok := compressionCodecs[p.Compression]; !ok {
+		errs = append(errs, fmt.Errorf("%s.compression: %q is not a codec; use none, gzip, snappy, lz4 or zstd", path, p.Compression))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -479,6 +509,12 @@ type Options struct {
 	// ClientOpts are appended to every client's options (tests: a logger,
 	// shorter retry backoffs).
 	ClientOpts []kgo.Opt
+	// Fatal, if set, is called with the error of a sink that stopped for a
+	// reason no retry or restart can fix: its progress marker is lost
+	// (ErrMarkerLost) and only the operator can decide. The weir command
+	// prints the error with what to do and stops the pipeline, rather than
+	// restart the job forever. nil: the job fails and is restarted.
+	Fatal func(error)
 }
 
 func (o *Options) env(name string) (string, bool) {

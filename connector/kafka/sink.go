@@ -182,7 +182,7 @@ func (s *Sink) Init(ctx context.Context, sc connector.SinkContext) error {
 }
 
 func (s *Sink) clientOpts(extra ...kgo.Opt) []kgo.Opt {
-	o := append(s.conn.opts(), kgo.DefaultProduceTopic(s.params.Topic), kgo.RecordDeliveryTimeout(s.params.TransactionTimeout.Std()))
+	o := append(s.conn.opts(), s.params.producerOpts()...)
 	return append(append(o, s.opts.ClientOpts...), extra...)
 }
 
@@ -367,8 +367,12 @@ func (s *Sink) startup(ctx context.Context) error {
 	}
 	if problem != "" {
 		if !s.params.AllowMissingProgressMarker {
-			return fmt.Errorf("kafka sink %s: %s; writing them again could duplicate them, so the sink stops. Check the topic for those messages (header %q) and, to resume at-least-once for them, set allow_missing_progress_marker = %%true: %w",
+			err := fmt.Errorf("kafka sink %s: %s; writing them again could duplicate them, so the sink stops. Check the topic for those messages (header %q) and, to resume at-least-once for them, set allow_missing_progress_marker = %%true: %w",
 				s.sc.SinkID, problem, s.header, ErrMarkerLost)
+			if s.opts.Fatal != nil {
+				s.opts.Fatal(err)
+			}
+			return err
 		}
 		s.sc.Logf("%s; allow_missing_progress_marker is set: writing from seqNo %d again (messages up to %d may be duplicated)", problem, persist+1, bound)
 		if err := w.commitInitialMarker(ctx, persist); err != nil {

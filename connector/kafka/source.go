@@ -106,10 +106,10 @@ func partitionCount(ctx context.Context, adm *kadm.Client, topic string) (int32,
 }
 
 // Partitions lists "<topic>/<p>" for the topic's partitions within
-// partition_filter, in partition order. The controller calls it once when
-// it lays out the pipeline; partitions added later are not read until the
-// pipeline restarts (the source logs the change, see
-// update_partition_count_period).
+// partition_filter, in partition order. The controller calls it when it
+// lays out the pipeline and then every re-list period (10s), so partitions
+// added later get jobs without a restart (the source also logs the change,
+// see update_partition_count_period).
 func (s *Source) Partitions(ctx context.Context) ([]string, error) {
 	cl, err := kgo.NewClient(s.clientOpts()...)
 	if err != nil {
@@ -653,9 +653,9 @@ func (sp *sourcePartition) loadCheckpoint(ctx context.Context) (checkpoint, erro
 }
 
 // checkPartitionCount compares the topic's partition count with the one
-// listed at layout, every update_partition_count_period, from the first
-// partition's reader only, and logs a change: the controller lays out
-// partitions once, so a new partition is read only after a restart.
+// last listed, every update_partition_count_period, from the first
+// partition's reader only, and logs a change; the controller's next re-list
+// (every 10s) starts jobs for new partitions.
 func (sp *sourcePartition) checkPartitionCount(ctx context.Context) {
 	period := sp.s.params.UpdatePartitionCountPeriod.Std()
 	sp.s.mu.Lock()
@@ -676,7 +676,7 @@ func (sp *sourcePartition) checkPartitionCount(ctx context.Context) {
 	}
 	if n != seen {
 		lo, hi := sp.s.bounds(listed)
-		sp.s.logf("kafka source %s: topic %s now has %d partitions; the pipeline reads partitions [%d, %d), as listed when it started: a new partition is read only after the pipeline restarts",
+		sp.s.logf("kafka source %s: topic %s now has %d partitions; the pipeline reads partitions [%d, %d) as last listed, and the controller's next re-list (every 10s) starts jobs for new ones",
 			sp.s.path, sp.s.params.Topic, n, lo, hi)
 		sp.s.mu.Lock()
 		sp.s.seen = n

@@ -47,7 +47,7 @@ func NewAtLeastOnceSink(sp connector.SinkParams, o Options) (*AtLeastOnceSink, e
 // Init creates the producer and loads the base's state.
 func (s *AtLeastOnceSink) Init(ctx context.Context, sc connector.SinkContext) error {
 	s.w.s.sc = sc
-	opts := append(s.conn.opts(), kgo.DefaultProduceTopic(s.params.Topic), kgo.RecordDeliveryTimeout(s.params.TransactionTimeout.Std()))
+	opts := append(s.conn.opts(), s.params.producerOpts()...)
 	cl, err := kgo.NewClient(append(opts, s.opts.ClientOpts...)...)
 	if err != nil {
 		return fmt.Errorf("kafka sink %s: client: %w", sc.SinkID, err)

@@ -205,8 +205,15 @@ type SinkParams struct {
 	ProducerPath string `yson:"producer_path"`
 }
 
+// SetDefaults implements spec.Defaulter: key_column defaults to "key".
+func (p *SinkParams) SetDefaults() {
+	if p.KeyColumn == "" {
+		p.KeyColumn = "key"
+	}
+}
+
 func decodeSinkParams(p connector.SinkParams) (SinkParams, error) {
-	sp := SinkParams{KeyColumn: "key"}
+	var sp SinkParams
 	err := spec.DecodeParameters(p.Path+".parameters", p.Parameters, &sp)
 	return sp, err
 }

@@ -52,8 +52,10 @@ var ErrNotFound = errors.New("queue does not exist")
 // ErrExists: a queue of that name exists already.
 var ErrExists = errors.New("queue exists already")
 
-// MaxPartitions bounds a queue's partition count.
-const MaxPartitions = 1 << 16
+// MaxPartitions bounds a queue's partition count. A QueueSource runs one
+// job per partition, so the bound is the engine's partition limit
+// (spec.MaxPartitionCount).
+const MaxPartitions = 4096
 
 // ValidName reports whether name can name a queue: 1–200 bytes of
 // [A-Za-z0-9_./-], not starting with '/'... any printable byte but 0x00 and
@@ -78,7 +80,7 @@ func Create(ctx context.Context, st store.Store, name string, n int) (*Queue, er
 		return nil, err
 	}
 	if n < 1 || n > MaxPartitions {
-		return nil, fmt.Errorf("queue %s: partition count %d out of range [1, %d]", name, n, MaxPartitions)
+		return nil, fmt.Errorf("queue %s: partition count %d out of range [1, %d] (a source reading the queue runs one job per partition)", name, n, MaxPartitions)
 	}
 	txn := store.NewTxn()
 	txn.CheckAbsent(store.Queues, []byte(name))
@@ -99,7 +101,7 @@ func Open(ctx context.Context, st store.Store, name string) (*Queue, error) {
 		return nil, fmt.Errorf("open queue %s: %w", name, err)
 	}
 	if !ok {
-		return nil, fmt.Errorf("queue %q: %w (create it with: weir queue create --partitions N %s)", name, ErrNotFound, name)
+		return nil, fmt.Errorf("queue %q: %w (create it with: weir queue create --data DIR --partitions N %s)", name, ErrNotFound, name)
 	}
 	n, err := decodeMeta(v)
 	if err != nil {

@@ -268,7 +268,9 @@ func (p *proc) run(ctx context.Context) {
 		var addr string
 		for addr == "" {
 			if b, err := os.ReadFile(addrFile); err == nil {
-				addr = strings.TrimSpace(string(b))
+				// The first line is the address; the second, this run's
+				// instance id (not needed for GET /status).
+				addr, _, _ = strings.Cut(strings.TrimSpace(string(b)), "\n")
 			}
 			select {
 			case err := <-exited:

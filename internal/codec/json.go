@@ -13,51 +13,69 @@ import (
 )
 
 // RowFromJSON decodes line, which must hold exactly one JSON object
-// (surrounding whitespace allowed), into a row. JSON numbers become:
+// (surrounding whitespace allowed), into a row. It never changes a value
+// silently: what it cannot keep exactly is an error naming the column.
+// JSON numbers become:
 //
 //   - int64 if written as an integer (no fraction, no exponent) that fits;
 //   - uint64 if written as an integer above the int64 range that fits;
-//   - float64 otherwise (1.0, 1e3, and integers too large for both; those
-//     lose precision, which is what any JSON reader without big numbers does).
+//   - float64 if written with a fraction or an exponent (1.0, 1e3).
 //
-// The literal, not the value, decides: 1.0 stays a float64 so that a float
-// column does not turn into an int64 column for rows that happen to hold
-// whole numbers (AppendRowJSON writes float64(1) as 1.0 for the same
-// reason). Numbers beyond the float64 range are an error.
+// An integer literal outside both 64-bit ranges (2^64, -2^63-1) is an
+// error rather than a rounded float: write it as a string, or as a float
+// literal if rounding is acceptable. The literal, not the value, decides:
+// 1.0 stays a float64 so that a float column does not turn into an int64
+// column for rows that happen to hold whole numbers (AppendRowJSON writes
+// float64(1) as 1.0 for the same reason). Numbers beyond the float64 range
+// are an error.
 //
 // Strings stay strings (JSON cannot say "bytes": base64 from AppendRowJSON
-// comes back as a string), arrays become []any, objects map[string]any; of
-// duplicate names the last wins, as in encoding/json. Objects and arrays may
-// nest MaxDepth levels inside a column, like any row.
+// comes back as a string), arrays become []any, objects map[string]any.
+// Objects and arrays may nest MaxDepth levels inside a column, like any row.
+// Errors, rather than the silent repairs of encoding/json: invalid UTF-8
+// (the error gives its byte position, counted from 1), a \u escape of a lone UTF-16
+// surrogate (neither can be kept as text), and a name repeated within one
+// object (encoding/json keeps the last).
 //
 // Errors: input that is not one JSON object (invalid JSON, an array, a
-// scalar, trailing data) wraps ErrCorrupt; too deep nesting wraps ErrTooDeep.
+// scalar, trailing data) or one of the cases above wraps ErrCorrupt; too
+// deep nesting wraps ErrTooDeep.
 func RowFromJSON(line []byte) (map[string]any, error) {
+	if !utf8.Valid(line) {
+		off := 0
+		for off < len(line) {
+			r, size := utf8.DecodeRune(line[off:])
+			if r == utf8.RuneError && size <= 1 {
+				break
+			}
+			off += size
+		}
+		return nil, fmt.Errorf("codec: json: invalid UTF-8 at byte %d (JSON text must be UTF-8; write binary data as a base64 string): %w", off+1, ErrCorrupt)
+	}
+	if err := checkSurrogates(line); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	tok, err := dec.Token()
+	if err != nil {
 		return nil, fmt.Errorf("codec: json: %w: %w", ErrCorrupt, err)
+	}
+	if tok != json.Delim('{') {
+		return nil, fmt.Errorf("codec: json: %s is not a JSON object: %w", jsonKind(tok), ErrCorrupt)
+	}
+	row, err := jsonObject(dec, "", 0)
+	if err != nil {
+		return nil, err
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("codec: json: data after the object: %w", ErrCorrupt)
 	}
-	row, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("codec: json: %s is not a JSON object: %w", jsonKind(v), ErrCorrupt)
-	}
-	for name, v := range row {
-		nv, err := fromJSONValue(v, 0)
-		if err != nil {
-			return nil, fmt.Errorf("codec: json: column %q: %w", name, err)
-		}
-		row[name] = nv
-	}
 	return row, nil
 }
 
-func jsonKind(v any) string {
-	switch v.(type) {
+func jsonKind(tok json.Token) string {
+	switch tok.(type) {
 	case nil:
 		return "null"
 	case bool:
@@ -66,41 +84,95 @@ func jsonKind(v any) string {
 		return "a number"
 	case string:
 		return "a string"
-	case []any:
+	case json.Delim:
 		return "an array"
 	}
-	return fmt.Sprintf("%T", v)
+	return fmt.Sprintf("%T", tok)
 }
 
-// fromJSONValue replaces the json.Numbers in v, in place for containers.
-func fromJSONValue(v any, depth int) (any, error) {
-	switch x := v.(type) {
-	case json.Number:
-		return fromJSONNumber(string(x))
-	case []any:
-		if depth >= MaxDepth {
-			return nil, ErrTooDeep
-		}
-		for i, e := range x {
-			ne, err := fromJSONValue(e, depth+1)
-			if err != nil {
-				return nil, fmt.Errorf("[%d]: %w", i, err)
-			}
-			x[i] = ne
-		}
-	case map[string]any:
-		if depth >= MaxDepth {
-			return nil, ErrTooDeep
-		}
-		for k, e := range x {
-			ne, err := fromJSONValue(e, depth+1)
-			if err != nil {
-				return nil, fmt.Errorf("[%q]: %w", k, err)
-			}
-			x[k] = ne
-		}
+// jsonError wraps err with the location path (`column "a"` then `["b"][2]`).
+func jsonError(path string, err error) error {
+	if path == "" {
+		return fmt.Errorf("codec: json: %w", err)
 	}
-	return v, nil
+	return fmt.Errorf("codec: json: %s: %w", path, err)
+}
+
+// jsonMember appends an object member to path (the top level names a
+// column).
+func jsonMember(path, name string) string {
+	if path == "" {
+		return fmt.Sprintf("column %q", name)
+	}
+	return path + "[" + strconv.Quote(name) + "]"
+}
+
+// jsonObject reads the members of an object whose '{' was consumed.
+func jsonObject(dec *json.Decoder, path string, depth int) (map[string]any, error) {
+	m := map[string]any{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, jsonError(path, fmt.Errorf("%w: %w", ErrCorrupt, err))
+		}
+		name, ok := tok.(string)
+		if !ok {
+			return nil, jsonError(path, fmt.Errorf("object member name is not a string: %w", ErrCorrupt))
+		}
+		mp := jsonMember(path, name)
+		if _, dup := m[name]; dup {
+			if path == "" {
+				return nil, fmt.Errorf("codec: json: column %q appears twice in the object; keep one: %w", name, ErrCorrupt)
+			}
+			return nil, jsonError(path, fmt.Errorf("name %q appears twice in one object; keep one: %w", name, ErrCorrupt))
+		}
+		v, err := jsonValue(dec, mp, depth)
+		if err != nil {
+			return nil, err
+		}
+		m[name] = v
+	}
+	if _, err := dec.Token(); err != nil { // '}'
+		return nil, jsonError(path, fmt.Errorf("%w: %w", ErrCorrupt, err))
+	}
+	return m, nil
+}
+
+// jsonValue reads one value at path; depth counts the containers around it
+// inside its column.
+func jsonValue(dec *json.Decoder, path string, depth int) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, jsonError(path, fmt.Errorf("%w: %w", ErrCorrupt, err))
+	}
+	switch x := tok.(type) {
+	case json.Number:
+		v, err := fromJSONNumber(string(x))
+		if err != nil {
+			return nil, jsonError(path, err)
+		}
+		return v, nil
+	case json.Delim:
+		if depth >= MaxDepth {
+			return nil, jsonError(path, ErrTooDeep)
+		}
+		if x == '{' {
+			return jsonObject(dec, path, depth+1)
+		}
+		l := []any{}
+		for i := 0; dec.More(); i++ {
+			v, err := jsonValue(dec, path+"["+strconv.Itoa(i)+"]", depth+1)
+			if err != nil {
+				return nil, err
+			}
+			l = append(l, v)
+		}
+		if _, err := dec.Token(); err != nil { // ']'
+			return nil, jsonError(path, fmt.Errorf("%w: %w", ErrCorrupt, err))
+		}
+		return l, nil
+	}
+	return tok, nil // nil, bool, string
 }
 
 // fromJSONNumber converts a JSON number literal (already validated by the
@@ -115,12 +187,71 @@ func fromJSONNumber(s string) (any, error) {
 				return u, nil
 			}
 		}
+		return nil, fmt.Errorf("integer %s is outside the 64-bit range (%d..%d) and cannot be kept exactly; "+
+			"write it as a string (or as a float literal such as %se0 if rounding is acceptable): %w",
+			s, int64(math.MinInt64), uint64(math.MaxUint64), s, ErrCorrupt)
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil {
 		return nil, fmt.Errorf("number %s: %w: %w", s, ErrCorrupt, err)
 	}
 	return f, nil
+}
+
+// checkSurrogates rejects a \u escape of a lone UTF-16 surrogate inside a
+// JSON string of line (encoding/json would turn it into U+FFFD). Malformed
+// escapes are left to the JSON decoder.
+func checkSurrogates(line []byte) error {
+	in := false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		if !in {
+			in = c == '"'
+			continue
+		}
+		switch c {
+		case '"':
+			in = false
+		case '\\':
+			if i+6 > len(line) || line[i+1] != 'u' {
+				i++ // the escaped character
+				continue
+			}
+			r := hex4(line[i+2 : i+6])
+			switch {
+			case r >= 0xD800 && r < 0xDC00:
+				if i+12 <= len(line) && line[i+6] == '\\' && line[i+7] == 'u' {
+					if lo := hex4(line[i+8 : i+12]); lo >= 0xDC00 && lo < 0xE000 {
+						i += 11
+						continue
+					}
+				}
+				fallthrough
+			case r >= 0xDC00 && r < 0xE000:
+				return fmt.Errorf("codec: json: %s at byte %d is half of a UTF-16 surrogate pair, not a character (it cannot be kept as text): %w", line[i:i+6], i+1, ErrCorrupt)
+			}
+			i += 5
+		}
+	}
+	return nil
+}
+
+// hex4 decodes 4 hex digits, or returns -1.
+func hex4(b []byte) int {
+	n := 0
+	for _, c := range b {
+		switch {
+		case '0' <= c && c <= '9':
+			n = n<<4 | int(c-'0')
+		case 'a' <= c && c <= 'f':
+			n = n<<4 | int(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			n = n<<4 | int(c-'A'+10)
+		default:
+			return -1
+		}
+	}
+	return n
 }
 
 // AppendRowJSON appends row as one JSON object, without a trailing newline,

@@ -26,13 +26,13 @@ func TestRowFromJSON(t *testing.T) {
 		{`{"n":null,"t":true,"f":false,"s":"x\u00e9\n"}`, map[string]any{"n": nil, "t": true, "f": false, "s": "xé\n"}},
 		{`{"i":-9223372036854775808,"j":9223372036854775807,"z":-0}`, map[string]any{"i": int64(math.MinInt64), "j": int64(math.MaxInt64), "z": int64(0)}},
 		{`{"u":9223372036854775808,"m":18446744073709551615}`, map[string]any{"u": uint64(1 << 63), "m": uint64(math.MaxUint64)}},
-		{`{"big":18446744073709551616,"neg":-9223372036854775809}`, map[string]any{"big": 18446744073709551616.0, "neg": -9223372036854775809.0}},
+		{`{"big":18446744073709551616.0,"neg":-9223372036854775809e0}`, map[string]any{"big": 18446744073709551616.0, "neg": -9223372036854775809.0}},
+		{`{"p53":9007199254740993,"s":"\ud83d\ude00 \u00e9"}`, map[string]any{"p53": int64(1<<53 + 1), "s": "\U0001F600 é"}},
 		{`{"f":1.0,"e":1e3,"E":2E-2,"x":-0.5}`, map[string]any{"f": 1.0, "e": 1000.0, "E": 0.02, "x": -0.5}},
 		{`{"l":[1,"a",[2.5],{"k":3}],"m":{"n":{"o":18446744073709551615}}}`, map[string]any{
 			"l": []any{int64(1), "a", []any{2.5}, map[string]any{"k": int64(3)}},
 			"m": map[string]any{"n": map[string]any{"o": uint64(math.MaxUint64)}},
 		}},
-		{`{"d":1,"d":2}`, map[string]any{"d": int64(2)}},
 	}
 	for _, tt := range tests {
 		got, err := RowFromJSON([]byte(tt.in))
@@ -65,6 +65,15 @@ func TestRowFromJSONErrors(t *testing.T) {
 		{`{a:1}`, ErrCorrupt},
 		{`{"a":1e400}`, ErrCorrupt},
 		{deep, ErrTooDeep},
+		{`{"d":1,"d":2}`, ErrCorrupt},
+		{`{"m":{"d":1,"d":2}}`, ErrCorrupt},
+		{`{"big":18446744073709551616}`, ErrCorrupt},
+		{`{"neg":-9223372036854775809}`, ErrCorrupt},
+		{"{\"s\":\"a\xffb\"}", ErrCorrupt},
+		{"{\"s\xc3\":1}", ErrCorrupt},
+		{`{"s":"\ud800"}`, ErrCorrupt},
+		{`{"s":"\udc00\ud800"}`, ErrCorrupt},
+		{`{"s":"\ud800\u0041"}`, ErrCorrupt},
 	}
 	for _, tt := range tests {
 		got, err := RowFromJSON([]byte(tt.in))
@@ -227,6 +236,31 @@ func TestJSONRoundTrip(t *testing.T) {
 		again, _ := AppendRowJSON(nil, got)
 		if !bytes.Equal(again, line) {
 			t.Fatalf("JSON not deterministic:\n%s\n%s", line, again)
+		}
+	}
+}
+
+// TestRowFromJSONErrorsName: each refusal says what is wrong and where, so
+// that 'weir queue write' can name the line and the field.
+func TestRowFromJSONErrorsName(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"d":1,"d":2}`:                   `column "d" appears twice`,
+		`{"m":{"x":[{"d":1,"d":2}]}}`:     `column "m"["x"][0]: name "d" appears twice`,
+		`{"n":18446744073709551616}`:      `column "n": integer 18446744073709551616 is outside the 64-bit range`,
+		"{\"ok\":\"\",\"s\":\"ab\xffc\"}": "invalid UTF-8 at byte 17",
+		`{"s":"x\ud800y"}`:                `\ud800 at byte 8 is half of a UTF-16 surrogate pair`,
+		`{"s":"\\ud800"}`:                 "", // an escaped backslash, then "ud800": fine
+		`{"a":[1,2,{"b":1e999}]}`:         `column "a"[2]["b"]: number 1e999`,
+	} {
+		_, err := RowFromJSON([]byte(in))
+		if want == "" {
+			if err != nil {
+				t.Errorf("RowFromJSON(%s): %v", in, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("RowFromJSON(%s) = %v, want an error with %q", in, err, want)
 		}
 	}
 }

@@ -162,6 +162,13 @@ func (s *Store) evalChecks(checks []store.Check) error {
 // DB.Apply; pebbleLogger.Fatalf panics with a fatalPanic, recovered here. No
 // Pebble lock is held at that point (the commit pipeline has returned).
 func (s *Store) apply(b *pebbledb.Batch) (err error) {
+	if s.readOnly {
+		return fmt.Errorf("pebble store: %s is open read-only", s.dir)
+	}
+	n, err := s.marks.stamp(b)
+	if err != nil {
+		return fmt.Errorf("pebble store: commit mark: %w", err)
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			switch v := r.(type) {
@@ -182,7 +189,9 @@ func (s *Store) apply(b *pebbledb.Batch) (err error) {
 		if err != nil {
 			s.markBroken(err)
 			err = &store.AmbiguousError{Err: fmt.Errorf("pebble store: commit: %w", err)}
+			return
 		}
+		s.marks.done(n)
 	}()
 	return s.db.Apply(b, pebbledb.Sync)
 }

@@ -25,8 +25,9 @@ import (
 //     ends the process, as it would with Pebble's default logger, because
 //     Pebble's state is no longer trustworthy and only a reopen recovers it.
 type pebbleLogger struct {
-	log     *slog.Logger
-	onFatal func(error)
+	log       *slog.Logger
+	onFatal   func(error)
+	onCorrupt func(pebbledb.DataCorruptionInfo)
 }
 
 var _ pebbledb.Logger = (*pebbleLogger)(nil)
@@ -60,16 +61,17 @@ func fatalError(format string, args ...any) error {
 }
 
 // eventListener routes Pebble's event callbacks that default to the logger:
-// a background error is logged; a detected data corruption is logged as an
-// error rather than being fatal, because the read or compaction that found it
-// also returns an error to its caller.
+// a background error is logged; a detected data corruption breaks the Store
+// (onCorrupt, which logs it once, without Pebble's stack traces) rather than
+// being fatal, because the read or compaction that found it also returns an
+// error to its caller.
 func eventListener(l *pebbleLogger) *pebbledb.EventListener {
 	return &pebbledb.EventListener{
 		BackgroundError: func(err error) {
 			l.Errorf("background error: %v", err)
 		},
 		DataCorruption: func(info pebbledb.DataCorruptionInfo) {
-			l.Errorf("data corruption: %s", info)
+			l.onCorrupt(info)
 		},
 	}
 }

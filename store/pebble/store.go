@@ -123,6 +123,16 @@ type Options struct {
 	// this far in the future. Default 10 s.
 	TimestampReserve time.Duration
 
+	// ReadOnly opens the database without writing anything: no new log,
+	// no lease-id reservation; Commit, CreateLease and Timestamp fail. For
+	// inspection (weir queue read, weir store check) of a stopped pipeline.
+	// The directory must exist.
+	ReadOnly bool
+	// IgnoreLostCommits opens a store whose write-ahead log lost
+	// acknowledged commits (see damage.go) instead of failing with a
+	// *CorruptError, so that what is left can be inspected.
+	IgnoreLostCommits bool
+
 	// Tune, if set, is called with the final Pebble options just before the
 	// database is opened. It is an escape hatch for experiments and benchmarks;
 	// it must not change FS, Logger, EventListener or Comparer.
@@ -165,9 +175,18 @@ func (o Options) withDefaults() Options {
 
 // Store is a store.Store on a Pebble database. Create it with Open.
 type Store struct {
-	db    *pebbledb.DB
-	dir   string
-	clock clock.Clock
+	db       *pebbledb.DB
+	dir      string
+	fs       vfs.FS
+	log      *slog.Logger
+	clock    clock.Clock
+	readOnly bool
+
+	// marks numbers the batches for the lost-log check (damage.go);
+	// stopMarks ends the goroutine that writes COMMIT-MARK.
+	marks     commitMarks
+	stopMarks chan struct{}
+	marksDone chan struct{}
 
 	// mu guards closed; inflight counts the calls in progress. Close sets
 	// closed (so no new call starts) and then waits for inflight to drain,
@@ -203,12 +222,13 @@ var _ store.Store = (*Store)(nil)
 // out were never used by an earlier incarnation.
 func Open(dir string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
-	s := &Store{dir: dir, clock: opts.Clock, brokenCh: make(chan struct{})}
+	s := &Store{dir: dir, fs: noPreallocFS{opts.FS}, log: opts.Logger, clock: opts.Clock, readOnly: opts.ReadOnly, brokenCh: make(chan struct{})}
 	s.ts.reserve = opts.TimestampReserve
 
-	logger := &pebbleLogger{log: opts.Logger, onFatal: s.markBroken}
+	logger := &pebbleLogger{log: opts.Logger, onFatal: s.markBroken, onCorrupt: s.markCorrupt}
 	po := &pebbledb.Options{
-		FS:                          opts.FS,
+		FS:                          s.fs,
+		ReadOnly:                    opts.ReadOnly,
 		Logger:                      logger,
 		EventListener:               eventListener(logger),
 		FormatMajorVersion:          pebbledb.FormatNewest,
@@ -223,18 +243,54 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.Tune != nil {
 		opts.Tune(po)
 	}
+	if opts.ReadOnly {
+		if _, err := opts.FS.Stat(dir); err != nil {
+			return nil, fmt.Errorf("pebble store: open %s read-only: %w", dir, err)
+		}
+	}
 	db, err := pebbledb.Open(dir, po)
 	if err != nil {
+		if pebbledb.IsCorruptionError(err) {
+			return nil, &CorruptError{File: damagedFile(dir, err), What: "Pebble cannot open it", Err: err}
+		}
 		return nil, fmt.Errorf("pebble store: open %s: %w", dir, err)
 	}
 	s.db = db
-	if err := s.init(); err != nil {
+	err = s.checkCommitMarks(opts.IgnoreLostCommits)
+	if err == nil {
+		err = s.init()
+	}
+	if err != nil {
 		if cerr := db.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("pebble store: close after failed open: %w", cerr))
 		}
 		return nil, err
 	}
+	s.stopMarks, s.marksDone = make(chan struct{}), make(chan struct{})
+	go s.commitMarkLoop()
 	return s, nil
+}
+
+// commitMarkPeriod is how often COMMIT-MARK is brought up to date.
+const commitMarkPeriod = time.Second
+
+// commitMarkLoop writes COMMIT-MARK every commitMarkPeriod until Close.
+func (s *Store) commitMarkLoop() {
+	defer close(s.marksDone)
+	t := time.NewTicker(commitMarkPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopMarks:
+			return
+		case <-t.C:
+			if s.brokenErr() == nil {
+				if err := s.writeCommitMark(); err != nil {
+					s.markBroken(fmt.Errorf("pebble store: write %s: %w", commitMarkFile, err))
+				}
+			}
+		}
+	}
 }
 
 // init checks the layout version, reserves a new lease-id block and loads the
@@ -249,6 +305,13 @@ func (s *Store) init() error {
 	}
 	inc, _, err := s.getMeta(metaIncarnation)
 	if err != nil {
+		return err
+	}
+	if s.readOnly {
+		t := &s.leases
+		t.byID, t.block, t.next = map[store.LeaseID]*lease{}, inc+1, 1
+		ceiling, _, err := s.getMeta(metaTimestampCeiling)
+		s.ts.init(ceiling)
 		return err
 	}
 	b := s.db.NewBatch()
@@ -279,7 +342,7 @@ func (s *Store) getMeta(key []byte) (uint64, bool, error) {
 		return 0, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("pebble store: read metadata %q: %w", key, err)
+		return 0, false, s.corruption(fmt.Errorf("pebble store: read metadata %q: %w", key, err))
 	}
 	defer closer.Close()
 	n, err := decodeUint64(string(key[1:]), v)
@@ -330,7 +393,7 @@ func (s *Store) brokenErr() error {
 	if s.broken == nil {
 		return nil
 	}
-	return fmt.Errorf("%w (first failure: %v)", ErrBroken, s.broken)
+	return fmt.Errorf("%w (first failure: %w)", ErrBroken, s.broken)
 }
 
 // Close waits for calls in progress to finish and closes Pebble. Later calls
@@ -344,6 +407,8 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	close(s.stopMarks)
+	<-s.marksDone
 	drained := make(chan struct{})
 	go func() { s.inflight.Wait(); close(drained) }()
 	select {
@@ -358,8 +423,15 @@ func (s *Store) Close() error {
 	if s.wedged.Load() {
 		return fmt.Errorf("pebble store: close %s: Pebble panicked in a commit and may hold its locks; the process must exit to release the directory: %w", s.dir, s.brokenErr())
 	}
+	var markErr error
+	if s.brokenErr() == nil {
+		markErr = s.writeCommitMark()
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("pebble store: close %s: %w", s.dir, err)
+	}
+	if markErr != nil {
+		return fmt.Errorf("pebble store: close %s: write %s: %w", s.dir, commitMarkFile, markErr)
 	}
 	return nil
 }
@@ -398,7 +470,7 @@ func (s *Store) get(table store.Table, key []byte) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("pebble store: get %s: %w", table, err)
+		return nil, false, s.corruption(fmt.Errorf("pebble store: get %s: %w", table, err))
 	}
 	out := make([]byte, len(v))
 	copy(out, v)
@@ -443,6 +515,7 @@ func (s *Store) Scan(ctx context.Context, r store.Range, fn func(key, value []by
 		if cerr := it.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("pebble store: scan %s: %w", r.Table, cerr)
 		}
+		err = s.corruption(err)
 	}()
 	step := it.Next
 	valid := it.First()
