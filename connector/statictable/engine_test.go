@@ -65,7 +65,7 @@ func pipelineSpec(in, out string, sourceParts int, sinkParams string) string {
     };
 };
 "streams" = {"words" = {}; "counts" = {}};
-"dynamic_spec" = {"scheduler_period" = 20};
+"dynamic_spec" = {"scheduler_period" = 20; "job_restart_backoff" = 10; "job_restart_backoff_max" = 100};
 `, in, sourceParts, out, sinkParams)
 }
 

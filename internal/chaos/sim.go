@@ -260,6 +260,9 @@ func (s *sim) startLife(ctx context.Context) error {
 	s.lives++
 	l := &life{n: s.lives, fault: wf, raw: raw}
 	l.st = newFaultStore(raw, s, l)
+	if s.opts.sabotage != 0 {
+		runtime.IgnoreAppliedChecks(l.st)
+	}
 	if s.lives == 1 {
 		if _, err := queue.Create(ctx, l.st, outputQueue, s.sc.OutputPartitions); err != nil {
 			raw.Close()
