@@ -4,6 +4,7 @@ import (
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/builtin"
 	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/connector/clickhouse"
 	"github.com/weir-stream/weir/connector/httpsink"
 	"github.com/weir-stream/weir/connector/kafka"
 	"github.com/weir-stream/weir/connector/queue"
@@ -22,7 +23,7 @@ func DefaultClasses() *weir.Registry {
 // DefaultConnectors returns a registry with every connector weir ships.
 func DefaultConnectors() *connector.Registry {
 	r := connector.NewRegistry()
-	for _, reg := range []func(*connector.Registry) error{queue.Register, httpsink.Register, kafka.Register} {
+	for _, reg := range []func(*connector.Registry) error{queue.Register, httpsink.Register, kafka.Register, clickhouse.Register} {
 		if err := reg(r); err != nil {
 			panic(err)
 		}

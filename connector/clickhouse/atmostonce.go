@@ -1,0 +1,299 @@
+package clickhouse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/store"
+)
+
+// AtMostOnceSink is AtMostOnceClickHouseSink: each message becomes one
+// INSERT, and once an INSERT has started (its request reached the
+// connection), a failure is acknowledged, never retried. Failures before
+// that (no connection, the writer session cannot start) are retried.
+//
+// Ordered mode (at_most_once_strategy absent or enabled = %false): the
+// messages stay in the outbox and are sent in id order after the epoch
+// commit. The sink's partition state holds a write-ahead bound: Sync
+// raises it to the last message distributed in the epoch, and no INSERT of
+// a message above the committed bound starts. After a restart, a reloaded
+// message at or below the bound may have started in the earlier life and
+// is dropped (acknowledged without a request); one above it is sent. A
+// message leaves the outbox once a later epoch recorded it done.
+//
+// Queue mode (enabled = %true): each message is acknowledged at once and,
+// after the epoch commit, queued in memory while the queued bytes stay
+// within total_queue_bytes_limit (dynamic); the rest is dropped with a
+// warning. A crash loses the queue. Close waits up to
+// suspend_destruction_duration for the queue to drain.
+type AtMostOnceSink struct {
+	w       *writer
+	p       *Params
+	queued  bool // queue mode
+	limit   atomic.Int64
+	suspend time.Duration
+
+	sc connector.SinkContext
+
+	// Job goroutine only.
+	st          startedState
+	loadedBound msgid.ID
+	lastID      msgid.ID
+	pending     []pendingMsg // distributed this epoch
+
+	mu       sync.Mutex
+	queue    []pendingMsg // handed to the loop
+	finished []pendingMsg // done (inserted or dropped), to record
+	record   []pendingMsg // recorded by the transaction now committing
+	qbytes   int64
+	fatal    error
+	kick     chan struct{}
+	stop     context.CancelFunc
+	done     chan struct{}
+}
+
+// NewAtMostOnceSink builds an AtMostOnceClickHouseSink (host or hosts).
+func NewAtMostOnceSink(sp connector.SinkParams, o Options) (*AtMostOnceSink, error) {
+	p, shards, err := parseParams(sp.Path+".parameters", sp.Parameters, targetHosts, o.getenv())
+	if err != nil {
+		return nil, err
+	}
+	s := &AtMostOnceSink{p: p, w: newWriter(sp.SinkID, p, shards, modeAtMostOnce, o)}
+	if a := sp.AtMostOnce; a != nil && a.Enabled {
+		if a.TotalQueueBytesLimit <= 0 {
+			return nil, fmt.Errorf("%s.at_most_once_strategy.total_queue_bytes_limit: must be positive, got %d", sp.Path, a.TotalQueueBytesLimit)
+		}
+		s.queued, s.suspend = true, a.SuspendDestructionDuration
+		s.limit.Store(a.TotalQueueBytesLimit)
+	}
+	return s, nil
+}
+
+// Init loads the ordered mode's state and starts the delivery goroutine.
+func (s *AtMostOnceSink) Init(ctx context.Context, sc connector.SinkContext) error {
+	s.sc = sc
+	s.w.setLogf(sc.Logf)
+	if !s.queued {
+		raw, err := sc.LoadState(ctx)
+		if err != nil {
+			return fmt.Errorf("clickhouse sink %s: load state: %w", sc.SinkID, err)
+		}
+		if raw != nil {
+			if s.st, err = decodeStartedState(raw); err != nil {
+				return fmt.Errorf("clickhouse sink %s: %w", sc.SinkID, err)
+			}
+		}
+		s.loadedBound, s.lastID = s.st.Started, s.st.Acked
+	}
+	s.kick = make(chan struct{}, 1)
+	s.done = make(chan struct{})
+	lctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	go s.loop(lctx)
+	return nil
+}
+
+// Distribute: in queue mode m is acknowledged at once; in ordered mode it
+// waits for the commit (or, if an earlier life may have started its
+// INSERT, is dropped).
+func (s *AtMostOnceSink) Distribute(m *weir.Message, done func(error)) {
+	if s.queued {
+		done(nil)
+		s.pending = append(s.pending, pendingMsg{m: m})
+		return
+	}
+	if m.ID <= s.st.Acked {
+		done(nil)
+		return
+	}
+	if m.ID <= s.lastID {
+		done(fmt.Errorf("clickhouse sink %s: message id %s is not greater than the last distributed id %s", s.sc.SinkID, m.ID, s.lastID))
+		return
+	}
+	s.lastID = m.ID
+	if m.ID <= s.loadedBound {
+		s.w.m.dropped("uncertain_after_restart", 1)
+		s.sc.Logf("message %s dropped: an earlier life may have started its INSERT (at-most-once)", m.ID)
+		done(nil)
+		return
+	}
+	s.pending = append(s.pending, pendingMsg{m: m, done: done})
+}
+
+// Sync (ordered mode) records the messages done since the last Sync and
+// raises the write-ahead bound over this epoch's messages.
+func (s *AtMostOnceSink) Sync(_ context.Context, txn *store.Txn) error {
+	if err := s.Failure(); err != nil {
+		return err
+	}
+	if s.queued {
+		return nil
+	}
+	s.mu.Lock()
+	changed := false
+	if len(s.finished) > 0 {
+		s.st.Acked = s.finished[len(s.finished)-1].m.ID
+		s.record = append(s.record, s.finished...)
+		s.finished = nil
+		changed = true
+	}
+	s.mu.Unlock()
+	if len(s.pending) > 0 {
+		s.st.Started = s.pending[len(s.pending)-1].m.ID
+		changed = true
+	}
+	if changed {
+		s.sc.SaveState(txn, s.st.encode())
+	}
+	return nil
+}
+
+// Commit hands this epoch's messages to the delivery goroutine (ordered:
+// the bound covering them is now durable; queue: within the byte limit)
+// and acknowledges what the commit recorded.
+func (s *AtMostOnceSink) Commit(context.Context) {
+	s.mu.Lock()
+	rec := s.record
+	s.record = nil
+	dropped := 0
+	if s.queued {
+		limit := s.limit.Load()
+		for _, pm := range s.pending {
+			size := int64(messageSize(pm.m))
+			if s.qbytes+size > limit {
+				dropped++
+				continue
+			}
+			s.qbytes += size
+			s.queue = append(s.queue, pm)
+		}
+	} else {
+		s.queue = append(s.queue, s.pending...)
+	}
+	s.pending = nil
+	s.mu.Unlock()
+	if dropped > 0 {
+		s.w.m.dropped("queue_full", dropped)
+		s.w.o.logger().Warn("ClickHouse at-most-once sink queue is full: messages dropped", "Sink", s.sc.SinkID,
+			"Dropped", dropped, "TotalQueueBytesLimit", s.limit.Load())
+		s.sc.Logf("WARNING: queue is full (total_queue_bytes_limit %d): dropped %d messages", s.limit.Load(), dropped)
+	}
+	for _, pm := range rec {
+		pm.done(nil)
+	}
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// PendingSync implements connector.PendingSyncer (ordered mode): messages
+// wait for the bound or to be recorded.
+func (s *AtMostOnceSink) PendingSync() bool {
+	if !s.queued && len(s.pending) > 0 {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fatal != nil || len(s.finished) > 0
+}
+
+// Failure returns the error that stopped the sink: a target that
+// validation rejects.
+func (s *AtMostOnceSink) Failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fatal
+}
+
+// Reconfigure applies dynamic parameters, including the queue mode's
+// total_queue_bytes_limit.
+func (s *AtMostOnceSink) Reconfigure(d Dynamic) error {
+	if s.queued {
+		if d.TotalQueueBytesLimit <= 0 {
+			return errors.New("clickhouse sink: total_queue_bytes_limit must be positive")
+		}
+		s.limit.Store(d.TotalQueueBytesLimit)
+	}
+	return s.w.reconfigure(d)
+}
+
+// Close stops delivery. In queue mode it first waits up to
+// suspend_destruction_duration for the queue to drain; in ordered mode an
+// INSERT in flight is abandoned (its message is dropped by the next life,
+// being under the bound).
+func (s *AtMostOnceSink) Close() error {
+	if s.stop == nil {
+		return nil
+	}
+	if s.queued {
+		deadline := time.Now().Add(s.suspend)
+		for time.Now().Before(deadline) {
+			s.mu.Lock()
+			empty := len(s.queue) == 0
+			s.mu.Unlock()
+			if empty {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	s.stop()
+	<-s.done
+	s.w.close()
+	return nil
+}
+
+func (s *AtMostOnceSink) loop(ctx context.Context) {
+	defer close(s.done)
+	for {
+		s.mu.Lock()
+		var pm pendingMsg
+		ok := len(s.queue) > 0 && s.fatal == nil
+		if ok {
+			pm = s.queue[0]
+		}
+		s.mu.Unlock()
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.kick:
+				continue
+			}
+		}
+		err := s.w.insert(ctx, 0, []*weir.Message{pm.m}, "")
+		if ctx.Err() != nil {
+			return
+		}
+		var ie *InsertError
+		if errors.As(err, &ie) && ie.Target {
+			s.mu.Lock()
+			if s.fatal == nil {
+				s.fatal = fmt.Errorf("clickhouse sink %s: %w", s.sc.SinkID, err)
+				s.sc.Logf("%v", s.fatal)
+			}
+			s.mu.Unlock()
+			continue
+		}
+		if err != nil {
+			s.w.m.dropped("insert_failed", 1)
+			s.sc.Logf("message %s dropped (at-most-once): %v", pm.m.ID, err)
+		}
+		s.mu.Lock()
+		s.queue = s.queue[1:]
+		if s.queued {
+			s.qbytes -= int64(messageSize(pm.m))
+		} else {
+			s.finished = append(s.finished, pm)
+		}
+		s.mu.Unlock()
+	}
+}
