@@ -196,7 +196,12 @@ func (s *Server) start() error {
 		return fmt.Errorf("start clickhouse-server: %w", err)
 	}
 	s.HTTP = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	if err := waitFor(60*time.Second, func() bool { _, err := s.Query("SELECT 1"); return err == nil }); err != nil {
+	// Ready when its ZooKeeper session works: a Replicated table created
+	// before that fails.
+	if err := waitFor(60*time.Second, func() bool {
+		_, err := s.Query("SELECT count() FROM system.zookeeper WHERE path = '/'")
+		return err == nil
+	}); err != nil {
 		return fmt.Errorf("clickhouse-server did not answer: %w\n%s\n%s", err, tail(filepath.Join(s.dir, "stdout.log")),
 			tail(filepath.Join(s.dir, "log", "clickhouse-server.err.log")))
 	}

@@ -24,8 +24,11 @@ const (
 	// RefuseBefore cuts the client's connection before forwarding: the
 	// server never sees the request.
 	RefuseBefore
-	// Unavailable answers 503 without forwarding.
+	// Unavailable answers 503 without forwarding (a transient failure).
 	Unavailable
+	// Teapot answers 418 without forwarding: a status the sink does not
+	// classify.
+	Teapot
 )
 
 // Proxy is a faulty HTTP proxy in front of a ClickHouse server, on
@@ -62,6 +65,13 @@ func (p *Proxy) SetDecide(f func(n int, query string) Fault) {
 	p.decide = f
 }
 
+// Inserts returns how many INSERT requests arrived.
+func (p *Proxy) Inserts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inserts
+}
+
 // Count returns how many INSERTs met fault f.
 func (p *Proxy) Count(f Fault) int {
 	p.mu.Lock()
@@ -92,6 +102,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case Unavailable:
 		http.Error(w, "proxy: unavailable", http.StatusServiceUnavailable)
+		return
+	case Teapot:
+		http.Error(w, "proxy: teapot", http.StatusTeapot)
 		return
 	}
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.target+r.URL.RequestURI(), bytes.NewReader(body))
