@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -214,4 +215,29 @@ func trimMessage(s string) string {
 		s = s[:messageLimit] + "…"
 	}
 	return s
+}
+
+// ParseServerError builds the *ServerError of an exception text that a
+// transport without HTTP received (the chDB test transport): the code is
+// read from the text.
+func ParseServerError(host, text string) *ServerError {
+	return &ServerError{Code: parseExceptionCode(text), Message: trimMessage(text), Host: host}
+}
+
+// ErrorCode is one row of the classification table.
+type ErrorCode struct {
+	Code  int
+	Name  string
+	Class string // transient or permanent
+}
+
+// ErrorCodes returns the classification table, sorted by code. Codes not
+// in it are unclassified.
+func ErrorCodes() []ErrorCode {
+	out := make([]ErrorCode, 0, len(codeClass))
+	for code, c := range codeClass {
+		out = append(out, ErrorCode{Code: code, Name: c.name, Class: c.class.String()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Code < out[j].Code })
+	return out
 }
