@@ -31,6 +31,7 @@ type Harness struct {
 	saved   bool
 	outbox  map[msgid.ID]*weir.Message // committed, not acknowledged
 	acked   map[msgid.ID]int
+	erase   []msgid.ID // acknowledged since the last commit
 	failed  []error
 	logs    []string
 	life    int // bumped by Crash: callbacks of older lives are ignored
@@ -117,8 +118,8 @@ func (h *Harness) done(id msgid.ID) func(error) {
 		h.acked[id]++
 		// The runtime erases an output acknowledged by all its destinations
 		// in its next commit; a crash before it keeps it (the sink's state
-		// then says it was delivered). Erasing at once is the harder case
-		// for nothing: keep it until Epoch commits.
+		// then says it was delivered).
+		h.erase = append(h.erase, id)
 	}
 }
 
@@ -143,11 +144,10 @@ func (h *Harness) Epoch(s connector.Sink, msgs ...*weir.Message) error {
 	for _, m := range msgs {
 		h.outbox[m.ID] = m
 	}
-	for id := range h.outbox {
-		if h.acked[id] > 0 {
-			delete(h.outbox, id)
-		}
+	for _, id := range h.erase {
+		delete(h.outbox, id)
 	}
+	h.erase = h.erase[:0]
 	h.mu.Unlock()
 	s.Commit(context.Background())
 	return nil
@@ -158,6 +158,7 @@ func (h *Harness) Epoch(s connector.Sink, msgs ...*weir.Message) error {
 func (h *Harness) Crash(s connector.Sink) {
 	h.mu.Lock()
 	h.life++
+	h.erase = nil
 	h.mu.Unlock()
 	_ = s.Close()
 }
