@@ -109,15 +109,9 @@ func (s *AtMostOnceSink) Distribute(m *weir.Message, done func(error)) {
 		s.pending = append(s.pending, pendingMsg{m: m})
 		return
 	}
-	if m.ID <= s.st.Acked {
-		done(nil)
+	if !admit(s.sc.SinkID, s.st.Acked, &s.lastID, m, done) {
 		return
 	}
-	if m.ID <= s.lastID {
-		done(fmt.Errorf("clickhouse sink %s: message id %s is not greater than the last distributed id %s", s.sc.SinkID, m.ID, s.lastID))
-		return
-	}
-	s.lastID = m.ID
 	if m.ID <= s.loadedBound {
 		s.w.m.dropped("uncertain_after_restart", 1)
 		s.sc.Logf("message %s dropped: an earlier life may have started its INSERT (at-most-once)", m.ID)

@@ -159,15 +159,9 @@ func (s *BatchingSink) describeRouting() string {
 // the persisted plan refills its batch; a later one waits for Sync to plan
 // it.
 func (s *BatchingSink) Distribute(m *weir.Message, done func(error)) {
-	if m.ID <= s.st.Acked {
-		done(nil)
+	if !admit(s.sc.SinkID, s.st.Acked, &s.lastID, m, done) {
 		return
 	}
-	if m.ID <= s.lastID {
-		done(fmt.Errorf("clickhouse sink %s: message id %s is not greater than the last distributed id %s", s.sc.SinkID, m.ID, s.lastID))
-		return
-	}
-	s.lastID = m.ID
 	pm := pendingMsg{m: m, done: done}
 	if s.fill < s.loaded {
 		s.mu.Lock()

@@ -120,11 +120,7 @@ func TestAtLeastOnceUnderFaults(t *testing.T) {
 	})
 	sp := withSinkID(sinkParams(proxy.Host(), table, map[string]any{"max_batch_rows": 4}), "alo-faults")
 	newSink := func() *clickhouse.AtLeastOnceSink {
-		s, err := clickhouse.NewAtLeastOnceSink(sp, clickhouse.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return sinkharness.MustNew(t, clickhouse.NewAtLeastOnceSink, sp, clickhouse.Options{})
 	}
 	h := sinkharness.New(t)
 	want := map[string]int{}
@@ -229,11 +225,7 @@ func TestAtMostOnceOrdered(t *testing.T) {
 	proxy.SetDecide(func(int, string) chserver.Fault { return chserver.DropResponse })
 	sp := withSinkID(sinkParams(proxy.Host(), table, nil), "amo-ordered")
 	newSink := func() *clickhouse.AtMostOnceSink {
-		s, err := clickhouse.NewAtMostOnceSink(sp, clickhouse.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return sinkharness.MustNew(t, clickhouse.NewAtMostOnceSink, sp, clickhouse.Options{})
 	}
 	h := sinkharness.New(t)
 	want := map[string]int{}

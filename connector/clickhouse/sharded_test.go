@@ -32,11 +32,7 @@ func TestShardedReplay(t *testing.T) {
 	pa, pb := chserver.NewProxy(t, srv.HTTP), chserver.NewProxy(t, srv.HTTP)
 	sp := shardedParams(table, map[string]string{"a": pa.Host(), "b": pb.Host()}, map[string]any{"max_batch_rows": 8, "sharding_key_columns": []any{"key"}})
 	newSink := func() *clickhouse.BatchingSink {
-		s, err := clickhouse.NewShardedBatchingSink(sp, clickhouse.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return sinkharness.MustNew(t, clickhouse.NewShardedBatchingSink, sp, clickhouse.Options{})
 	}
 	h := sinkharness.New(t)
 	want := map[string]int{}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/msgid"
 )
@@ -110,4 +111,21 @@ func decodeStartedState(b []byte) (startedState, error) {
 		return startedState{}, fmt.Errorf("clickhouse sink state: %w", err)
 	}
 	return startedState{Acked: msgid.ID(a), Started: msgid.ID(s)}, nil
+}
+
+// admit applies the ordering rules of the classes that keep messages in the
+// outbox: a message at or below acked was handled by an earlier life and is
+// acknowledged at once; one not above *last breaks the runtime's id order
+// and is refused. Otherwise *last moves to it and admit reports true.
+func admit(sinkID string, acked msgid.ID, last *msgid.ID, m *weir.Message, done func(error)) bool {
+	if m.ID <= acked {
+		done(nil)
+		return false
+	}
+	if m.ID <= *last {
+		done(fmt.Errorf("clickhouse sink %s: message id %s is not greater than the last distributed id %s", sinkID, m.ID, *last))
+		return false
+	}
+	*last = m.ID
+	return true
 }

@@ -210,11 +210,7 @@ func TestTokenDeduplicatesReplay(t *testing.T) {
 	var l requestLog
 	h := sinkharness.New(t)
 	mk := func() *clickhouse.BatchingSink {
-		s, err := clickhouse.NewBatchingSink(params(table, map[string]any{"max_batch_rows": 4}), options(&l, nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return sinkharness.MustNew(t, clickhouse.NewBatchingSink, params(table, map[string]any{"max_batch_rows": 4}), options(&l, nil))
 	}
 	s := mk()
 	h.MustInit(s)
@@ -325,11 +321,7 @@ func TestShardTokens(t *testing.T) {
 	sp := params(table, map[string]any{"host": nil, "shard_hosts": map[string]any{"east": []any{"chdb-east"}, "west": []any{"chdb-west"}}})
 	h := sinkharness.New(t)
 	mk := func() *clickhouse.BatchingSink {
-		s, err := clickhouse.NewShardedBatchingSink(sp, options(&l, nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return sinkharness.MustNew(t, clickhouse.NewShardedBatchingSink, sp, options(&l, nil))
 	}
 	s := mk()
 	h.MustInit(s)

@@ -233,3 +233,13 @@ func Messages(seq uint64, key string, from, n int) []*weir.Message {
 	}
 	return out
 }
+
+// MustNew builds a sink with a constructor, failing the test on error.
+func MustNew[S, O any](t testing.TB, f func(connector.SinkParams, O) (S, error), sp connector.SinkParams, o O) S {
+	t.Helper()
+	s, err := f(sp, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
