@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -140,21 +141,14 @@ func (e *rowEncoder) formatName() string {
 // append appends m's row. An error is permanent and names the message and
 // the column.
 func (e *rowEncoder) append(dst []byte, m *weir.Message) ([]byte, error) {
-	for k := range m.Payload {
-		i, ok := e.index[k]
-		if !ok {
-			return dst, permanent("message %s: column %q is not among the columns the sink writes to the table (%s); add it to the table or drop it from the rows", m.ID, k, e.columnList())
-		}
-		if e.cols[i].messageID {
-			return dst, permanent("message %s: column %q is message_id_column, filled by the sink; the row must not carry it", m.ID, k)
-		}
-	}
 	start := len(dst)
-	if e.format == FormatJSONEachRow {
+	json := e.format == FormatJSONEachRow
+	if json {
 		dst = append(dst, '{')
 	}
+	present := 0
 	for i, c := range e.cols {
-		if e.format == FormatJSONEachRow {
+		if json {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
@@ -163,22 +157,46 @@ func (e *rowEncoder) append(dst []byte, m *weir.Message) ([]byte, error) {
 		} else if i > 0 {
 			dst = append(dst, '\t')
 		}
-		var v any
 		if c.messageID {
-			v = string(m.ID)
-		} else {
-			v = m.Payload[c.name]
+			dst = appendString(dst, string(m.ID), json, false)
+			continue
+		}
+		v, ok := m.Payload[c.name]
+		if ok {
+			present++
 		}
 		var err error
-		dst, err = e.appendValue(dst, c.typ, v, false)
-		if err != nil {
+		if dst, err = e.appendValue(dst, c.typ, v, false); err != nil {
 			return dst[:start], permanent("message %s: column %q (%s): %v", m.ID, c.name, c.typ.raw, err)
 		}
 	}
-	if e.format == FormatJSONEachRow {
+	if present != len(m.Payload) {
+		return dst[:start], e.unknownColumn(m)
+	}
+	if json {
 		dst = append(dst, '}')
 	}
 	return append(dst, '\n'), nil
+}
+
+// unknownColumn names the payload column of m that the INSERT does not
+// take.
+func (e *rowEncoder) unknownColumn(m *weir.Message) error {
+	keys := make([]string, 0, len(m.Payload))
+	for k := range m.Payload {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		i, ok := e.index[k]
+		if !ok {
+			return permanent("message %s: column %q is not among the columns the sink writes to the table (%s); add it to the table or drop it from the rows", m.ID, k, e.columnList())
+		}
+		if e.cols[i].messageID {
+			return permanent("message %s: column %q is message_id_column, filled by the sink; the row must not carry it", m.ID, k)
+		}
+	}
+	return permanent("message %s: columns do not match the table's", m.ID)
 }
 
 func (e *rowEncoder) columnList() string {
@@ -395,6 +413,9 @@ func appendString(dst []byte, s string, json, quoted bool) []byte {
 // appendEscaped escapes s as ClickHouse's TabSeparated does (and, with
 // quote, for a single-quoted literal).
 func appendEscaped(dst []byte, s string, quote bool) []byte {
+	if !needsEscape(s, quote) {
+		return append(dst, s...)
+	}
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; c {
 		case '\\':
@@ -424,11 +445,35 @@ func appendEscaped(dst []byte, s string, quote bool) []byte {
 	return dst
 }
 
+// needsEscape reports whether appendEscaped would change s (the common
+// case is no, and a plain copy is several times faster).
+func needsEscape(s string, quote bool) bool {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\', '\t', '\n', '\r', 0, '\b', '\f':
+			return true
+		case '\'':
+			if quote {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // appendJSONString writes s as a JSON string. Bytes that are not valid
 // UTF-8 pass through unchanged: ClickHouse stores String bytes as sent.
 func appendJSONString(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
+	plain := true
+	for i := 0; i < len(s) && plain; i++ {
+		c := s[i]
+		plain = c >= 0x20 && c != '"' && c != '\\' && c != 0x7f
+	}
+	if plain {
+		return append(append(dst, s...), '"')
+	}
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c >= utf8.RuneSelf {
