@@ -366,7 +366,7 @@ func (s *BatchingSink) Close() error {
 }
 
 // Token returns the deduplication token of the batch ending at end for
-// shard (""for an unsharded sink).
+// shard ("" for an unsharded sink).
 func Token(prefix string, end msgid.ID, shard string) string {
 	t := prefix + string(end)
 	if shard != "" {

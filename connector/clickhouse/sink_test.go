@@ -275,3 +275,31 @@ func TestTokenWarningOn1816(t *testing.T) {
 		t.Errorf("warned about the 7-day window with a 1h replay_horizon:\n%s", out)
 	}
 }
+
+// TestFailoverBetweenReplicas: hosts lists two endpoints of one
+// Replicated table; the first answers queries but refuses INSERTs, so the
+// writer fails over to the second, validates it (the same ZooKeeper path:
+// the same logical table) and writes there.
+func TestFailoverBetweenReplicas(t *testing.T) {
+	srv := chserver.Shared(t)
+	table := replicated(t, srv)
+	flaky := chserver.NewProxy(t, srv.HTTP)
+	flaky.SetDecide(func(int, string) chserver.Fault { return chserver.RefuseBefore })
+	h := sinkharness.New(t)
+	want := map[string]int{}
+	sp := sinkParams("", table, map[string]any{"host": nil, "hosts": []any{flaky.Host(), srv.Host()}})
+	s := sinkharness.MustNew(t, clickhouse.NewBatchingSink, sp, clickhouse.Options{})
+	h.MustInit(s)
+	msgs := keyed(1, 10, 2, want)
+	if err := h.Epoch(s, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Drain(s, msgs, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	h.Crash(s)
+	checkExact(t, counts(t, srv, table), want)
+	if flaky.Count(chserver.RefuseBefore) == 0 {
+		t.Error("the first host refused nothing: no failover happened")
+	}
+}

@@ -266,3 +266,22 @@ func TestStateRoundTrip(t *testing.T) {
 		t.Errorf("started state %v, %v", got, err)
 	}
 }
+
+func TestSameTable(t *testing.T) {
+	ref := &tableInfo{host: "a", engine: "ReplicatedMergeTree", identity: "zookeeper:/t/1"}
+	if err := sameTable(ref, &tableInfo{host: "b", engine: "ReplicatedMergeTree", identity: "zookeeper:/t/1"}, "d", "t"); err != nil {
+		t.Errorf("same path: %v", err)
+	}
+	err := sameTable(ref, &tableInfo{host: "b", engine: "ReplicatedMergeTree", identity: "zookeeper:/t/2"}, "d", "t")
+	if err == nil || !strings.Contains(err.Error(), "not the same logical table") {
+		t.Errorf("different paths: %v", err)
+	}
+	rules := targetRules{exactlyOnce: true}
+	if _, err := rules.check(&tableInfo{engine: "MergeTree", family: "mergetree"}, "d", "t", 2); err == nil {
+		t.Error("a plain MergeTree on two hosts was accepted")
+	}
+	w, err := rules.check(&tableInfo{engine: "MergeTree", family: "mergetree", dedup: dedupNone}, "d", "t", 1)
+	if err != nil || len(w) != 1 {
+		t.Errorf("plain single MergeTree: %v %v", w, err)
+	}
+}
