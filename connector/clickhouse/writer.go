@@ -227,11 +227,7 @@ func (w *writer) checkWindowsLocked(info *tableInfo) {
 
 // encode builds a batch's body for a shard whose session started.
 func encodeRows(enc *rowEncoder, msgs []*weir.Message) ([]byte, error) {
-	size := 0
-	for _, m := range msgs {
-		size += messageSize(m) + len(m.ID)
-	}
-	body := make([]byte, 0, size+size/4)
+	body := make([]byte, 0, 64*len(msgs)) // grows if rows are longer
 	for _, m := range msgs {
 		var err error
 		if body, err = enc.append(body, m); err != nil {
