@@ -126,7 +126,7 @@ func TestDroppedAnswersAreRetriedWithTheSameBlock(t *testing.T) {
 	})
 	h := sinkharness.New(t)
 	want := map[string]int{}
-	s := newBatching(t, sinkParams(proxy.Host(), table, map[string]any{"max_batch_rows": 5}), clickhouse.Options{})
+	s := newBatching(t, withSinkID(sinkParams(proxy.Host(), table, map[string]any{"max_batch_rows": 5}), "eo-dropped"), clickhouse.Options{})
 	h.MustInit(s)
 	var all []*weir.Message
 	for seq := uint64(1); seq <= 4; seq++ {
@@ -143,6 +143,23 @@ func TestDroppedAnswersAreRetriedWithTheSameBlock(t *testing.T) {
 	checkExact(t, counts(t, srv, table), want)
 	if proxy.Count(chserver.DropResponse) == 0 {
 		t.Fatal("no answer was dropped: the test proves nothing")
+	}
+	// 48 messages in batches of 5 per epoch of 12: 3 batches an epoch.
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"weir_clickhouse_sink_batches_total", nil, 12},
+		{"weir_clickhouse_sink_inserts_total", nil, float64(proxy.Count(chserver.Pass))},
+		{"weir_clickhouse_sink_rows_total", nil, -1},
+		{"weir_clickhouse_sink_insert_failures_total", map[string]string{"class": "transient", "code": "transport"}, float64(proxy.Count(chserver.DropResponse))},
+		{"weir_clickhouse_sink_retries_total", map[string]string{"class": "transient"}, float64(proxy.Count(chserver.DropResponse))},
+	} {
+		got := metric(t, c.name, "eo-dropped", c.labels)
+		if (c.want < 0 && got < 48) || (c.want >= 0 && got != c.want) {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
 	}
 }
 
