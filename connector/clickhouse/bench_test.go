@@ -27,7 +27,7 @@ import (
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/connector/clickhouse"
 	"github.com/weir-stream/weir/connector/clickhouse/internal/chserver"
-	"github.com/weir-stream/weir/connector/clickhouse/internal/sinkharness"
+	"github.com/weir-stream/weir/internal/sinkharness"
 	"github.com/weir-stream/weir/msgid"
 )
 

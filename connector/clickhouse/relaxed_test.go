@@ -20,7 +20,7 @@ import (
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/connector/clickhouse"
 	"github.com/weir-stream/weir/connector/clickhouse/internal/chserver"
-	"github.com/weir-stream/weir/connector/clickhouse/internal/sinkharness"
+	"github.com/weir-stream/weir/internal/sinkharness"
 )
 
 // metric sums the samples of a counter whose sink label is sink and whose
@@ -127,9 +127,7 @@ func TestAtLeastOnceUnderFaults(t *testing.T) {
 	s := newSink()
 	h.MustInit(s)
 	for seq := uint64(1); seq <= 5; seq++ {
-		if err := h.Epoch(s, keyed(seq, 9, 3, want)...); err != nil {
-			t.Fatal(err)
-		}
+		h.MustEpoch(s, keyed(seq, 9, 3, want)...)
 	}
 	// A crash after Sync wrote the epoch to ClickHouse, before it committed.
 	msgs := keyed(6, 9, 3, want)
@@ -142,9 +140,7 @@ func TestAtLeastOnceUnderFaults(t *testing.T) {
 	h.Crash(s)
 	s = newSink()
 	h.MustInit(s)
-	if err := h.Epoch(s, msgs...); err != nil {
-		t.Fatal(err)
-	}
+	h.MustEpoch(s, msgs...)
 	h.Crash(s)
 	dups := checkNoLoss(t, counts(t, srv, table), want)
 	if dups == 0 {
@@ -232,9 +228,7 @@ func TestAtMostOnceOrdered(t *testing.T) {
 	s := newSink()
 	h.MustInit(s)
 	first := keyed(1, 12, 3, want)
-	if err := h.Epoch(s, first...); err != nil {
-		t.Fatal(err)
-	}
+	h.MustEpoch(s, first...)
 	if err := h.Drain(s, first, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -248,18 +242,13 @@ func TestAtMostOnceOrdered(t *testing.T) {
 	// A crash right after the commit that made the bound durable.
 	proxy.SetDecide(nil)
 	second := keyed(2, 40, 3, want)
-	if err := h.Epoch(s, second...); err != nil {
-		t.Fatal(err)
-	}
+	h.MustEpoch(s, second...)
 	before := rowCount(t, srv, table)
 	sinkharness.WaitFor(t, 30*time.Second, "an INSERT of the second epoch", func() bool { return rowCount(t, srv, table) > before })
 	h.Crash(s)
 	s = newSink()
 	h.MustInit(s)
-	if err := h.Drain(s, second, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	h.Crash(s)
+	h.Finish(s, second)
 	lost := checkNoDuplicate(t, counts(t, srv, table), want)
 	t.Logf("after the crash: %d counts lost (allowed), dropped as uncertain: %v", lost,
 		metric(t, "weir_clickhouse_sink_dropped_total", "amo-ordered", map[string]string{"reason": "uncertain_after_restart"}))
@@ -286,9 +275,7 @@ func TestAtMostOnceRetriesBeforeStart(t *testing.T) {
 	h.MustInit(s)
 	want := map[string]int{}
 	msgs := keyed(1, 3, 1, want)
-	if err := h.Epoch(s, msgs...); err != nil {
-		t.Fatal(err)
-	}
+	h.MustEpoch(s, msgs...)
 	sinkharness.WaitFor(t, 30*time.Second, "refused attempts retried", func() bool {
 		return metric(t, "weir_clickhouse_sink_retries_total", "amo-refused", map[string]string{"class": "transient"}) >= 2
 	})
@@ -314,10 +301,7 @@ func TestAtMostOnceRetriesBeforeStart(t *testing.T) {
 	fwd.Listener = l
 	fwd.Start()
 	defer fwd.Close()
-	if err := h.Drain(s, msgs, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	h.Crash(s)
+	h.Finish(s, msgs)
 	if lost := checkNoDuplicate(t, counts(t, srv, table), want); lost != 0 {
 		t.Errorf("%d counts lost: INSERTs that never started were not retried", lost)
 	}
@@ -340,9 +324,7 @@ func TestAtMostOnceQueue(t *testing.T) {
 	h := sinkharness.New(t)
 	h.MustInit(s)
 	want := map[string]int{}
-	if err := h.Epoch(s, keyed(1, 50, 2, want)...); err != nil {
-		t.Fatal(err)
-	}
+	h.MustEpoch(s, keyed(1, 50, 2, want)...)
 	if err := s.Close(); err != nil { // waits for the queue
 		t.Fatal(err)
 	}

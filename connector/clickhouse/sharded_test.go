@@ -8,7 +8,7 @@ import (
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/connector/clickhouse"
 	"github.com/weir-stream/weir/connector/clickhouse/internal/chserver"
-	"github.com/weir-stream/weir/connector/clickhouse/internal/sinkharness"
+	"github.com/weir-stream/weir/internal/sinkharness"
 )
 
 func shardedParams(table string, shards map[string]string, extra map[string]any) connector.SinkParams {
@@ -39,17 +39,12 @@ func TestShardedReplay(t *testing.T) {
 	s := newSink()
 	h.MustInit(s)
 	msgs := keyed(1, 30, 6, want)
-	if err := h.Epoch(s, msgs...); err != nil {
-		t.Fatal(err)
-	}
+	h.MustEpoch(s, msgs...)
 	sinkharness.WaitFor(t, 30*time.Second, "all rows inserted", func() bool { return rowCount(t, srv, table) == 30 })
 	h.Crash(s)
 	s = newSink()
 	h.MustInit(s)
-	if err := h.Drain(s, msgs, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	h.Crash(s)
+	h.Finish(s, msgs)
 	checkExact(t, counts(t, srv, table), want)
 	if pa.Inserts() == 0 || pb.Inserts() == 0 {
 		t.Errorf("shard INSERTs a=%d b=%d: rendezvous hashing sent every row to one shard", pa.Inserts(), pb.Inserts())
@@ -78,9 +73,7 @@ func TestShardedTopologyGuard(t *testing.T) {
 	}
 	h.MustInit(s)
 	msgs := keyed(1, 10, 3, want)
-	if err := h.Epoch(s, msgs...); err != nil {
-		t.Fatal(err)
-	}
+	h.MustEpoch(s, msgs...)
 	h.Crash(s)
 
 	grown := map[string]string{"a": srv.Host(), "b": srv.Host(), "c": srv.Host()}
@@ -100,10 +93,7 @@ func TestShardedTopologyGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.MustInit(s)
-	if err := h.Drain(s, msgs, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	h.Crash(s)
+	h.Finish(s, msgs)
 	checkExact(t, counts(t, srv, table), want)
 
 	// Delivered: the new topology may start now.

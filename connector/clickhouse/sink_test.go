@@ -17,7 +17,7 @@ import (
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/connector/clickhouse"
 	"github.com/weir-stream/weir/connector/clickhouse/internal/chserver"
-	"github.com/weir-stream/weir/connector/clickhouse/internal/sinkharness"
+	"github.com/weir-stream/weir/internal/sinkharness"
 	"github.com/weir-stream/weir/msgid"
 )
 
@@ -54,22 +54,15 @@ func TestReplayAfterInsertIsDeduplicated(t *testing.T) {
 			s := newBatching(t, sp, clickhouse.Options{})
 			h.MustInit(s)
 			first := keyed(1, 20, 5, want) // 3 batches: 7, 7, 6 rows
-			if err := h.Epoch(s, first...); err != nil {
-				t.Fatal(err)
-			}
+			h.MustEpoch(s, first...)
 			sinkharness.WaitFor(t, 30*time.Second, "all 20 rows inserted", func() bool { return rowCount(t, srv, table) == 20 })
 			h.Crash(s)
 
 			s2 := newBatching(t, sp, clickhouse.Options{})
 			h.MustInit(s2)
 			second := keyed(2, 15, 5, want)
-			if err := h.Epoch(s2, second...); err != nil {
-				t.Fatal(err)
-			}
-			if err := h.Drain(s2, append(first, second...), 30*time.Second); err != nil {
-				t.Fatal(err)
-			}
-			h.Crash(s2)
+			h.MustEpoch(s2, second...)
+			h.Finish(s2, append(first, second...))
 			checkExact(t, counts(t, srv, table), want)
 		})
 	}
@@ -93,9 +86,7 @@ func TestCrashBetweenBatches(t *testing.T) {
 	s := newBatching(t, sinkParams(proxy.Host(), table, map[string]any{"max_batch_rows": 10}), clickhouse.Options{})
 	h.MustInit(s)
 	msgs := keyed(1, 35, 4, want)
-	if err := h.Epoch(s, msgs...); err != nil {
-		t.Fatal(err)
-	}
+	h.MustEpoch(s, msgs...)
 	sinkharness.WaitFor(t, 30*time.Second, "first batch in, second refused", func() bool {
 		return rowCount(t, srv, table) == 10 && proxy.Count(chserver.RefuseBefore) >= 2
 	})
@@ -103,10 +94,7 @@ func TestCrashBetweenBatches(t *testing.T) {
 	proxy.SetDecide(nil)
 	s2 := newBatching(t, sinkParams(proxy.Host(), table, map[string]any{"max_batch_rows": 3}), clickhouse.Options{})
 	h.MustInit(s2)
-	if err := h.Drain(s2, msgs, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	h.Crash(s2)
+	h.Finish(s2, msgs)
 	checkExact(t, counts(t, srv, table), want)
 }
 
@@ -132,9 +120,7 @@ func TestDroppedAnswersAreRetriedWithTheSameBlock(t *testing.T) {
 	for seq := uint64(1); seq <= 4; seq++ {
 		msgs := keyed(seq, 12, 3, want)
 		all = append(all, msgs...)
-		if err := h.Epoch(s, msgs...); err != nil {
-			t.Fatal(err)
-		}
+		h.MustEpoch(s, msgs...)
 	}
 	if err := h.Drain(s, all, 60*time.Second); err != nil {
 		t.Fatal(err)
@@ -245,13 +231,8 @@ func TestPlainMergeTreeWarns(t *testing.T) {
 	h.MustInit(s)
 	want := map[string]int{}
 	msgs := keyed(1, 10, 2, want)
-	if err := h.Epoch(s, msgs...); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Drain(s, msgs, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	h.Crash(s)
+	h.MustEpoch(s, msgs...)
+	h.Finish(s, msgs)
 	checkExact(t, counts(t, srv, table), want)
 	if !strings.Contains(logs.String(), "exactly-once degrades to at-least-once") {
 		t.Errorf("no degradation warning; logs:\n%s", logs.String())
@@ -274,13 +255,8 @@ func TestTokenWarningOn1816(t *testing.T) {
 	s := newBatching(t, sinkParams(srv.Host(), table, map[string]any{"replay_horizon_inserts": 500}), logs.options())
 	h.MustInit(s)
 	msgs := keyed(1, 3, 1, map[string]int{})
-	if err := h.Epoch(s, msgs...); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Drain(s, msgs, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	h.Crash(s)
+	h.MustEpoch(s, msgs...)
+	h.Finish(s, msgs)
 	out := logs.String()
 	for _, w := range []string{"does not support insert_deduplication_token", "Database=default", "Table=" + table,
 		"DedupWindowSetting=replicated_deduplication_window ", `ReplayHorizon="500 inserts"`, `DedupWindow="100 blocks"`} {
@@ -308,13 +284,8 @@ func TestFailoverBetweenReplicas(t *testing.T) {
 	s := sinkharness.MustNew(t, clickhouse.NewBatchingSink, sp, clickhouse.Options{})
 	h.MustInit(s)
 	msgs := keyed(1, 10, 2, want)
-	if err := h.Epoch(s, msgs...); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Drain(s, msgs, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	h.Crash(s)
+	h.MustEpoch(s, msgs...)
+	h.Finish(s, msgs)
 	checkExact(t, counts(t, srv, table), want)
 	if flaky.Count(chserver.RefuseBefore) == 0 {
 		t.Error("the first host refused nothing: no failover happened")

@@ -19,7 +19,7 @@ import (
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/connector/clickhouse"
-	"github.com/weir-stream/weir/connector/clickhouse/internal/sinkharness"
+	"github.com/weir-stream/weir/internal/sinkharness"
 	"github.com/weir-stream/weir/msgid"
 )
 
@@ -215,17 +215,12 @@ func TestTokenDeduplicatesReplay(t *testing.T) {
 	s := mk()
 	h.MustInit(s)
 	msgs := messages(1, 10, 3, 1) // batches of 4, 4, 2
-	if err := h.Epoch(s, msgs...); err != nil {
-		t.Fatal(err)
-	}
+	h.MustEpoch(s, msgs...)
 	sinkharness.WaitFor(t, 30*time.Second, "three INSERTs", func() bool { return len(l.inserts()) == 3 })
 	h.Crash(s)
 	s = mk()
 	h.MustInit(s)
-	if err := h.Drain(s, msgs, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	h.Crash(s)
+	h.Finish(s, msgs)
 	if got := rows(t, table); len(got) != 10 {
 		t.Errorf("%d rows after the replay, want 10: %v", len(got), got)
 	}
@@ -254,14 +249,9 @@ func TestTokenNotContent(t *testing.T) {
 		for seq := uint64(1); seq <= 2; seq++ {
 			msgs := messages(seq, 3, 3, 1) // the same rows in both epochs
 			all = append(all, msgs...)
-			if err := h.Epoch(s, msgs...); err != nil {
-				t.Fatal(err)
-			}
+			h.MustEpoch(s, msgs...)
 		}
-		if err := h.Drain(s, all, 30*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		h.Crash(s)
+		h.Finish(s, all)
 		if got := rows(t, table); len(got) != 6*(i+1) {
 			t.Fatalf("sink %d (prefix %q): %d rows, want %d", i, prefix, len(got), 6*(i+1))
 		}
@@ -283,9 +273,7 @@ func TestReplayAfterRepartitioning(t *testing.T) {
 	}
 	old.MustInit(s)
 	msgs := messages(7, 12, 4, 1)
-	if err := old.Epoch(s, msgs...); err != nil {
-		t.Fatal(err)
-	}
+	old.MustEpoch(s, msgs...)
 	sinkharness.WaitFor(t, 30*time.Second, "the INSERT", func() bool { return len(l.inserts()) == 1 })
 	old.Crash(s)
 
@@ -299,10 +287,7 @@ func TestReplayAfterRepartitioning(t *testing.T) {
 	if err := moved.Epoch(s, msgs...); err != nil { // the outputs, handed to the new partition
 		t.Fatal(err)
 	}
-	if err := moved.Drain(s, msgs, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	moved.Crash(s)
+	moved.Finish(s, msgs)
 	if got := rows(t, table); len(got) != 12 {
 		t.Errorf("%d rows, want 12", len(got))
 	}
@@ -326,17 +311,12 @@ func TestShardTokens(t *testing.T) {
 	s := mk()
 	h.MustInit(s)
 	msgs := messages(3, 40, 10, 1)
-	if err := h.Epoch(s, msgs...); err != nil {
-		t.Fatal(err)
-	}
+	h.MustEpoch(s, msgs...)
 	sinkharness.WaitFor(t, 30*time.Second, "both shards' INSERTs", func() bool { return len(l.inserts()) == 2 })
 	h.Crash(s)
 	s = mk()
 	h.MustInit(s)
-	if err := h.Drain(s, msgs, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	h.Crash(s)
+	h.Finish(s, msgs)
 	if got := rows(t, table); len(got) != 40 {
 		t.Errorf("%d rows, want 40", len(got))
 	}
@@ -362,9 +342,7 @@ func TestDedupWindowWarning(t *testing.T) {
 	h := sinkharness.New(t)
 	h.MustInit(s)
 	msgs := messages(1, 2, 2, 1)
-	if err := h.Epoch(s, msgs...); err != nil {
-		t.Fatal(err)
-	}
+	h.MustEpoch(s, msgs...)
 	if err := h.Drain(s, msgs, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -394,9 +372,7 @@ func TestDedupWindowWarning(t *testing.T) {
 		t.Errorf("%d warnings after raising replay_horizon_inserts to 50, want %d", n, before+1)
 	}
 	more := messages(2, 2, 2, 3)
-	if err := h.Epoch(s, more...); err != nil {
-		t.Fatal(err)
-	}
+	h.MustEpoch(s, more...)
 	if err := h.Drain(s, more, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -422,13 +398,8 @@ func TestModernValidation(t *testing.T) {
 		h := sinkharness.New(t)
 		h.MustInit(s)
 		msgs := messages(1, 1, 1, 1)
-		if err := h.Epoch(s, msgs...); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.Drain(s, msgs, 30*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		h.Crash(s)
+		h.MustEpoch(s, msgs...)
+		h.Finish(s, msgs)
 		if got := strings.Contains(logs.String(), "exactly-once degrades to at-least-once"); got != tc.degrade {
 			t.Errorf("settings %q: degradation warning %v, want %v:\n%s", tc.settings, got, tc.degrade, logs.String())
 		}

@@ -243,3 +243,21 @@ func MustNew[S, O any](t testing.TB, f func(connector.SinkParams, O) (S, error),
 	}
 	return s
 }
+
+// MustEpoch is Epoch that fails the test on error.
+func (h *Harness) MustEpoch(s connector.Sink, msgs ...*weir.Message) {
+	h.t.Helper()
+	if err := h.Epoch(s, msgs...); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// Finish drains s until msgs are acknowledged (30s at most, else the test
+// fails), then stops it as a crash would.
+func (h *Harness) Finish(s connector.Sink, msgs []*weir.Message) {
+	h.t.Helper()
+	if err := h.Drain(s, msgs, 30*time.Second); err != nil {
+		h.t.Fatal(err)
+	}
+	h.Crash(s)
+}
