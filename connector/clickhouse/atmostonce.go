@@ -21,12 +21,16 @@ import (
 //
 // Ordered mode (at_most_once_strategy absent or enabled = %false): the
 // messages stay in the outbox and are sent in id order after the epoch
-// commit. The sink's partition state holds a write-ahead bound: Sync
-// raises it to the last message distributed in the epoch, and no INSERT of
-// a message above the committed bound starts. After a restart, a reloaded
-// message at or below the bound may have started in the earlier life and
-// is dropped (acknowledged without a request); one above it is sent. A
-// message leaves the outbox once a later epoch recorded it done.
+// commit. The sink's partition state holds a write-ahead bound ("started"):
+// no INSERT of a message above the committed bound starts. When the
+// delivery goroutine reaches a message above it, it asks for the bound to
+// cover the next startedWindow queued messages and waits; the next epoch
+// (PendingSync) writes it and its commit releases them. After a restart, a
+// reloaded message at or below the bound may have started in the earlier
+// life and is dropped (acknowledged without a request); one above it is
+// sent. So a crash drops at most startedWindow messages whose INSERT never
+// started, besides the ones that did. A message leaves the outbox once a
+// later epoch recorded it done.
 //
 // Queue mode (enabled = %true): each message is acknowledged at once and,
 // after the epoch commit, queued in memory while the queued bytes stay
@@ -49,9 +53,13 @@ type AtMostOnceSink struct {
 	pending     []pendingMsg // distributed this epoch
 
 	mu       sync.Mutex
-	queue    []pendingMsg // handed to the loop
-	finished []pendingMsg // done (inserted or dropped), to record
-	record   []pendingMsg // recorded by the transaction now committing
+	durable  msgid.ID      // the committed started bound
+	want     msgid.ID      // the bound the loop waits for
+	saving   bool          // Sync wrote st.Started; Commit makes it durable
+	boundCh  chan struct{} // closed when durable moves
+	queue    []pendingMsg  // handed to the loop
+	finished []pendingMsg  // done (inserted or dropped), to record
+	record   []pendingMsg  // recorded by the transaction now committing
 	qbytes   int64
 	fatal    error
 	kick     chan struct{}
@@ -90,15 +98,21 @@ func (s *AtMostOnceSink) Init(ctx context.Context, sc connector.SinkContext) err
 				return fmt.Errorf("clickhouse sink %s: %w", sc.SinkID, err)
 			}
 		}
-		s.loadedBound, s.lastID = s.st.Started, s.st.Acked
+		s.loadedBound, s.lastID, s.durable = s.st.Started, s.st.Acked, s.st.Started
 	}
 	s.kick = make(chan struct{}, 1)
+	s.boundCh = make(chan struct{})
 	s.done = make(chan struct{})
 	lctx, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
 	go s.loop(lctx)
 	return nil
 }
+
+// startedWindow is how many queued messages one raise of the started bound
+// covers: more means fewer epochs spent on the bound, and more messages
+// dropped (never sent) after a crash.
+const startedWindow = 16
 
 // Distribute: in queue mode m is acknowledged at once; in ordered mode it
 // waits for the commit (or, if an earlier life may have started its
@@ -122,7 +136,7 @@ func (s *AtMostOnceSink) Distribute(m *weir.Message, done func(error)) {
 }
 
 // Sync (ordered mode) records the messages done since the last Sync and
-// raises the write-ahead bound over this epoch's messages.
+// raises the write-ahead bound to what the delivery goroutine asked for.
 func (s *AtMostOnceSink) Sync(_ context.Context, txn *store.Txn) error {
 	if err := s.Failure(); err != nil {
 		return err
@@ -138,11 +152,11 @@ func (s *AtMostOnceSink) Sync(_ context.Context, txn *store.Txn) error {
 		s.finished = nil
 		changed = true
 	}
-	s.mu.Unlock()
-	if len(s.pending) > 0 {
-		s.st.Started = s.pending[len(s.pending)-1].m.ID
+	if s.want > s.st.Started {
+		s.st.Started, s.saving = s.want, true
 		changed = true
 	}
+	s.mu.Unlock()
 	if changed {
 		s.sc.SaveState(txn, s.st.encode())
 	}
@@ -170,6 +184,11 @@ func (s *AtMostOnceSink) Commit(context.Context) {
 		}
 	} else {
 		s.queue = append(s.queue, s.pending...)
+		if s.saving {
+			s.durable, s.saving = s.st.Started, false
+			close(s.boundCh)
+			s.boundCh = make(chan struct{})
+		}
 	}
 	s.pending = nil
 	s.mu.Unlock()
@@ -188,15 +207,38 @@ func (s *AtMostOnceSink) Commit(context.Context) {
 	}
 }
 
-// PendingSync implements connector.PendingSyncer (ordered mode): messages
-// wait for the bound or to be recorded.
+// PendingSync implements connector.PendingSyncer (ordered mode): reloaded
+// messages wait for a commit, the delivery goroutine waits for the bound,
+// or done messages wait to be recorded.
 func (s *AtMostOnceSink) PendingSync() bool {
 	if !s.queued && len(s.pending) > 0 {
 		return true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.fatal != nil || len(s.finished) > 0
+	return s.fatal != nil || len(s.finished) > 0 || s.want > s.durable
+}
+
+// awaitBound blocks until the committed started bound covers id, asking
+// for it to cover the next startedWindow queued messages.
+func (s *AtMostOnceSink) awaitBound(ctx context.Context, id msgid.ID) error {
+	for {
+		s.mu.Lock()
+		if s.durable >= id {
+			s.mu.Unlock()
+			return nil
+		}
+		if w := s.queue[min(len(s.queue), startedWindow)-1].m.ID; w > s.want {
+			s.want = w
+		}
+		ch := s.boundCh
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
 }
 
 // Failure returns the error that stopped the sink: a target that
@@ -261,6 +303,11 @@ func (s *AtMostOnceSink) loop(ctx context.Context) {
 				return
 			case <-s.kick:
 				continue
+			}
+		}
+		if !s.queued {
+			if err := s.awaitBound(ctx, pm.m.ID); err != nil {
+				return
 			}
 		}
 		err := s.w.insert(ctx, 0, []*weir.Message{pm.m}, "")

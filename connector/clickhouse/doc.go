@@ -105,11 +105,13 @@
 //
 //   - at_most_once_strategy absent or enabled = %false (ordered mode): the
 //     messages stay in the outbox and are sent in id order after the epoch
-//     commit. The sink's state holds a write-ahead bound: Sync raises it
-//     over the epoch's messages and no INSERT above the committed bound
-//     starts. After a restart, reloaded messages at or below the bound may
-//     have started in the earlier life and are dropped (counted as
-//     uncertain_after_restart); later ones are sent.
+//     commit. The sink's state holds a write-ahead "started" bound: no
+//     INSERT above the committed bound starts; the delivery goroutine asks
+//     for it to cover the next 16 queued messages, and the next epoch
+//     commits it. After a restart, reloaded messages at or below the bound
+//     may have started in the earlier life and are dropped (counted as
+//     uncertain_after_restart); later ones are sent. A crash therefore drops
+//     at most 16 messages whose INSERT had not started.
 //   - enabled = %true (queue mode): each message is acknowledged at once
 //     and queued in memory after the commit while the queue stays within
 //     total_queue_bytes_limit (dynamic); the rest is dropped with a warning.

@@ -261,3 +261,17 @@ func (h *Harness) Finish(s connector.Sink, msgs []*weir.Message) {
 	}
 	h.Crash(s)
 }
+
+// EpochsUntil runs empty epochs, as the engine does while a sink has
+// PendingSync work, until cond holds; the test fails after d.
+func (h *Harness) EpochsUntil(s connector.Sink, d time.Duration, what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s: not reached within %v\n%s", what, d, h.Logs())
+		}
+		h.MustEpoch(s)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
