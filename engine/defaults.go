@@ -4,6 +4,7 @@ import (
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/builtin"
 	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/connector/clickhouse"
 	"github.com/weir-stream/weir/connector/httpsink"
 	"github.com/weir-stream/weir/connector/kafka"
 	"github.com/weir-stream/weir/connector/queue"
@@ -28,7 +29,7 @@ func DefaultConnectors() *connector.Registry { return DefaultConnectorsWith(kafk
 func DefaultConnectorsWith(ko kafka.Options) *connector.Registry {
 	r := connector.NewRegistry()
 	kafkaReg := func(r *connector.Registry) error { return kafka.RegisterWith(r, ko) }
-	for _, reg := range []func(*connector.Registry) error{queue.Register, httpsink.Register, kafkaReg, statictable.Register} {
+	for _, reg := range []func(*connector.Registry) error{queue.Register, httpsink.Register, kafkaReg, statictable.Register, clickhouse.Register} {
 		if err := reg(r); err != nil {
 			panic(err)
 		}
