@@ -28,7 +28,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/board"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/transport"
 )
@@ -48,13 +49,13 @@ const (
 
 // Config configures a controller. Durations default to one-machine values.
 type Config struct {
-	Plan  *runtime.Plan
+	Plan  *plan.Plan
 	Store store.Store
 	Hub   *transport.Hub
-	Board *runtime.Board
+	Board *board.Board
 	// Workers run the jobs; the controller places each job on the live
 	// worker with the fewest jobs.
-	Workers []*Worker
+	Workers []Worker
 
 	// LeaseTimeout: a lease not pinged for this long expires (default 5s).
 	LeaseTimeout time.Duration
@@ -83,9 +84,31 @@ type Config struct {
 	// RestartBackoffMax caps the backoff (default 30s).
 	RestartBackoffMax time.Duration
 
-	Hooks runtime.Hooks
-	Rand  *rand.Rand
-	Logf  func(format string, args ...any)
+	Rand *rand.Rand
+	Logf func(format string, args ...any)
+}
+
+// Worker is where the controller runs jobs (worker.Worker in the embedded
+// engine; a simulation's worker in deterministic tests). Each life of a
+// worker has its own incarnation: jobs started in an earlier incarnation
+// are never trusted again.
+type Worker interface {
+	ID() string
+	Incarnation() int
+	// AliveAt reports whether the worker heartbeated within timeout before now.
+	AliveAt(now time.Time, timeout time.Duration) bool
+	// Load is the number of jobs running on the worker.
+	Load() int
+	// Start runs the job spec describes; its lease exists already.
+	Start(spec plan.JobSpec) (Handle, error)
+}
+
+// Handle is a started job, as the controller sees it.
+type Handle interface {
+	// Stop asks the job to stop; it does not wait.
+	Stop()
+	// Done reports whether the job has exited, and its error.
+	Done() (bool, error)
 }
 
 func (c *Config) defaults() {
@@ -123,8 +146,8 @@ func (c *Config) defaults() {
 
 // partition is one entry of the layout.
 type partition struct {
-	comp *runtime.CompPlan
-	spec runtime.PartitionSpec
+	comp *plan.CompPlan
+	spec plan.PartitionSpec
 	job  *jobEntry
 	// restarts counts replacements, for status and tests.
 	restarts  int
@@ -144,20 +167,20 @@ type partition struct {
 
 // jobEntry is a job in the layout.
 type jobEntry struct {
-	id     runtime.JobID
+	id     plan.JobID
 	lease  store.LeaseID
-	worker *Worker
+	worker Worker
 	// incarnation of the worker when the job started; a job outlives its
 	// worker's incarnation only as a zombie.
 	incarnation int
-	handle      *JobHandle
+	handle      Handle
 	pingedAt    time.Time
 	startedAt   time.Time
 }
 
 // exitingJob is a removed job whose goroutine may still run.
 type exitingJob struct {
-	handle    *JobHandle
+	handle    Handle
 	removedAt time.Time
 }
 
@@ -198,7 +221,7 @@ type Stats struct {
 func New(cfg Config) (*Controller, error) {
 	cfg.defaults()
 	if cfg.Plan == nil || cfg.Store == nil || cfg.Hub == nil || cfg.Board == nil {
-		return nil, errors.New("controller: config lacks plan, store, hub or board")
+		return nil, errors.New("controller: config lacks pl, store, hub or board")
 	}
 	if len(cfg.Workers) == 0 {
 		return nil, errors.New("controller: no workers")

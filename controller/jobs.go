@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/weir-stream/weir/internal/invariants"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
 )
 
@@ -33,9 +32,9 @@ func (c *Controller) removeFailedJobs(ctx context.Context, now time.Time) {
 			c.fail(ctx, p, err, now)
 			continue
 		}
-		if !p.job.worker.aliveAt(now, c.cfg.LostWorkerTimeout) || p.job.worker.Incarnation() != p.job.incarnation {
+		if !p.job.worker.AliveAt(now, c.cfg.LostWorkerTimeout) || p.job.worker.Incarnation() != p.job.incarnation {
 			c.stats.JobsLost++
-			c.removeJob(ctx, p, fmt.Errorf("worker %s is lost", p.job.worker.id), now)
+			c.removeJob(ctx, p, fmt.Errorf("worker %s is lost", p.job.worker.ID()), now)
 			continue
 		}
 		st, reported := c.cfg.Board.Status(id) // posted by this job: the board drops others
@@ -173,12 +172,12 @@ func (c *Controller) allExited(now time.Time) bool {
 // worker. REQUIRES: c.mu held.
 func (c *Controller) startJob(ctx context.Context, p *partition) error {
 	now := c.cfg.Store.Now()
-	var w *Worker
+	var w Worker
 	for _, cand := range c.cfg.Workers {
-		if !cand.aliveAt(now, c.cfg.LostWorkerTimeout) {
+		if !cand.AliveAt(now, c.cfg.LostWorkerTimeout) {
 			continue
 		}
-		if w == nil || cand.load() < w.load() {
+		if w == nil || cand.Load() < w.Load() {
 			w = cand
 		}
 	}
@@ -197,16 +196,12 @@ func (c *Controller) startJob(ctx context.Context, p *partition) error {
 	}
 	p.lastLease = lease
 	c.seq++
-	id := runtime.JobID(fmt.Sprintf("%s#%d", p.spec.ID, c.seq))
-	cfg := runtime.Config{
-		Plan: c.cfg.Plan, Comp: p.comp, Partition: p.spec, JobID: id, Lease: lease,
-		Store: c.cfg.Store, Hub: c.cfg.Hub, Board: c.cfg.Board, Hooks: c.cfg.Hooks,
-		Rand: rand.New(rand.NewPCG(c.cfg.Rand.Uint64(), uint64(lease))), Logf: c.cfg.Logf,
-	}
+	id := plan.JobID(fmt.Sprintf("%s#%d", p.spec.ID, c.seq))
+	spec := plan.JobSpec{Comp: p.comp, Partition: p.spec, JobID: id, Lease: lease, Seed: c.cfg.Rand.Uint64()}
 	// The board accepts the job's first post (from Init) only once it owns
 	// the partition.
 	c.cfg.Board.Assign(p.spec.ID, id)
-	h, err := w.start(cfg)
+	h, err := w.Start(spec)
 	if err != nil {
 		c.cfg.Board.Release(p.spec.ID)
 		_ = c.cfg.Store.AbortLease(ctx, lease)

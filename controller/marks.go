@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/board"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/tables"
 )
 
 // Watermarks. A stream's SystemWatermark says "every message on the stream
@@ -86,10 +88,10 @@ func (m *marks) encode() []byte {
 }
 
 // load reads the dedup floors and the persisted watermarks.
-func (m *marks) load(ctx context.Context, st store.Store, plan *runtime.Plan) error {
-	for _, name := range plan.Order() {
-		for _, s := range plan.Computations[name].Inputs {
-			w, err := runtime.DedupFloor(ctx, st, name, s)
+func (m *marks) load(ctx context.Context, st store.Store, pl *plan.Plan) error {
+	for _, name := range pl.Order() {
+		for _, s := range pl.Computations[name].Inputs {
+			w, err := tables.DedupFloor(ctx, st, name, s)
 			if err != nil {
 				return fmt.Errorf("controller: %w", err)
 			}
@@ -157,11 +159,11 @@ func (c *Controller) flushMarks(ctx context.Context) {
 // to a fixed point), and records their completion watermarks. REQUIRES:
 // c.mu held.
 func (c *Controller) updateCompletion(ctx context.Context) error {
-	plan := c.cfg.Plan
+	pl := c.cfg.Plan
 	for changed := true; changed; {
 		changed = false
-		for _, name := range plan.Order() {
-			comp := plan.Computations[name]
+		for _, name := range pl.Order() {
+			comp := pl.Computations[name]
 			if c.complete[name] || !c.computationComplete(comp) {
 				continue
 			}
@@ -189,7 +191,7 @@ func (c *Controller) updateCompletion(ctx context.Context) error {
 // computationComplete: every upstream computation is complete and every
 // partition's current job reports Drained (for keyed computations, with
 // the upstream completion already seen). REQUIRES: c.mu held.
-func (c *Controller) computationComplete(comp *runtime.CompPlan) bool {
+func (c *Controller) computationComplete(comp *plan.CompPlan) bool {
 	if !comp.IsSource() {
 		for _, u := range c.cfg.Plan.Upstream(comp) {
 			if !c.complete[u.Name] {
@@ -211,13 +213,13 @@ func (c *Controller) computationComplete(comp *runtime.CompPlan) bool {
 
 // currentStatus returns the latest status of p's current job (none while p
 // has no job or its job has not reported). REQUIRES: c.mu held.
-func (c *Controller) currentStatus(p *partition) (runtime.Status, bool) {
+func (c *Controller) currentStatus(p *partition) (board.Status, bool) {
 	if p.job == nil {
-		return runtime.Status{}, false
+		return board.Status{}, false
 	}
 	st, ok := c.cfg.Board.Status(p.spec.ID)
 	if !ok || st.Job != p.job.id {
-		return runtime.Status{}, false
+		return board.Status{}, false
 	}
 	return st, true
 }
@@ -225,7 +227,7 @@ func (c *Controller) currentStatus(p *partition) (runtime.Status, bool) {
 // compStatuses returns the latest status of the current job of every
 // partition of comp, in layout order; ok is false while some partition has
 // none (no job, or a job that has not reported yet). REQUIRES: c.mu held.
-func (c *Controller) compStatuses(comp *runtime.CompPlan) (sts []runtime.Status, ok bool) {
+func (c *Controller) compStatuses(comp *plan.CompPlan) (sts []board.Status, ok bool) {
 	for _, id := range c.order {
 		p := c.partitions[id]
 		if p.comp != comp {
@@ -245,7 +247,7 @@ func (c *Controller) compStatuses(comp *runtime.CompPlan) (sts []runtime.Status,
 // watermark over partitions that are not idle (the maximum over idle ones
 // if all are). known is false while some partition has no report.
 // REQUIRES: c.mu held.
-func (c *Controller) writerMarks(comp *runtime.CompPlan, s string) (wm store.Timestamp, ev time.Time, known bool) {
+func (c *Controller) writerMarks(comp *plan.CompPlan, s string) (wm store.Timestamp, ev time.Time, known bool) {
 	sts, ok := c.compStatuses(comp)
 	if !ok || len(sts) == 0 {
 		return 0, time.Time{}, false
@@ -277,11 +279,11 @@ func (c *Controller) writerMarks(comp *runtime.CompPlan, s string) (wm store.Tim
 // control, garbage-collects dedup rows below the watermarks every reader
 // applied, and persists the published marks. REQUIRES: c.mu held.
 func (c *Controller) publishControls(ctx context.Context, now time.Time) {
-	plan := c.cfg.Plan
+	pl := c.cfg.Plan
 	sysWM := map[string]store.Timestamp{}
 	eventWM := map[string]time.Time{}
-	for _, name := range plan.Order() {
-		comp := plan.Computations[name]
+	for _, name := range pl.Order() {
+		comp := pl.Computations[name]
 		for _, s := range comp.Outputs {
 			if c.complete[name] {
 				sysWM[s] = max(c.marks.done[s], c.marks.system[s])
@@ -299,11 +301,11 @@ func (c *Controller) publishControls(ctx context.Context, now time.Time) {
 			sysWM[s], eventWM[s] = c.marks.system[s], c.marks.event[s]
 		}
 	}
-	for _, name := range plan.Order() {
-		comp := plan.Computations[name]
-		ctl := runtime.Control{InputSystemWM: map[string]store.Timestamp{}, Draining: c.state == Draining}
+	for _, name := range pl.Order() {
+		comp := pl.Computations[name]
+		ctl := board.Control{InputSystemWM: map[string]store.Timestamp{}, Draining: c.state == Draining}
 		up := true
-		for _, u := range plan.Upstream(comp) {
+		for _, u := range pl.Upstream(comp) {
 			up = up && c.complete[u.Name]
 		}
 		ctl.UpstreamDone = up && !comp.IsSource()
@@ -323,7 +325,7 @@ func (c *Controller) publishControls(ctx context.Context, now time.Time) {
 			key := name + "\x00" + s
 			wm := c.appliedWatermark(comp, s)
 			if wm > c.marks.gc[key] && wm != 0 {
-				if err := runtime.GCDedup(ctx, c.cfg.Store, name, s, wm); err != nil {
+				if err := tables.GCDedup(ctx, c.cfg.Store, name, s, wm); err != nil {
 					c.cfg.Logf("controller: dedup GC of %s/%s: %v", name, s, err)
 					continue
 				}
@@ -338,7 +340,7 @@ func (c *Controller) publishControls(ctx context.Context, now time.Time) {
 // every partition of comp reports to use (0 if any partition's current job
 // has not reported): dedup rows below it are safe to delete. REQUIRES: c.mu
 // held.
-func (c *Controller) appliedWatermark(comp *runtime.CompPlan, s string) store.Timestamp {
+func (c *Controller) appliedWatermark(comp *plan.CompPlan, s string) store.Timestamp {
 	sts, ok := c.compStatuses(comp)
 	if !ok || len(sts) == 0 {
 		return 0

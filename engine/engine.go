@@ -9,12 +9,15 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/controller"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/transport"
+	"github.com/weir-stream/weir/worker"
 )
 
 // Config configures an embedded engine.
@@ -25,7 +28,7 @@ type Config struct {
 	Connectors *connector.Registry
 	// Logf receives the engine's log lines (nil: discard).
 	Logf  func(format string, args ...any)
-	Hooks runtime.Hooks
+	Hooks job.Hooks
 	// BufferBytes bounds each partition's transport buffer (0: default).
 	BufferBytes int
 }
@@ -33,11 +36,11 @@ type Config struct {
 // Engine is a pipeline running in this process.
 type Engine struct {
 	cfg     Config
-	plan    *runtime.Plan
+	plan    *plan.Plan
 	hub     *transport.Hub
-	board   *runtime.Board
+	board   *board.Board
 	ctl     *controller.Controller
-	workers []*controller.Worker
+	workers []*worker.Worker
 	started time.Time
 }
 
@@ -52,7 +55,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	plan, err := BuildPlan(ctx, cfg.Spec, cfg.Classes, cfg.Connectors, cfg.Store)
+	pl, err := BuildPlan(ctx, cfg.Spec, cfg.Classes, cfg.Connectors, cfg.Store)
 	if err != nil {
 		return nil, err
 	}
@@ -60,20 +63,21 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	d := cfg.Spec.Dynamic
-	e := &Engine{cfg: cfg, plan: plan, hub: transport.NewHub(cfg.BufferBytes), board: runtime.NewBoard(), started: time.Now()}
+	e := &Engine{cfg: cfg, plan: pl, hub: transport.NewHub(cfg.BufferBytes), board: board.NewBoard(), started: time.Now()}
 	n := d.WorkerCount
 	if n <= 0 {
 		n = 1
 	}
+	env := worker.Env{Plan: pl, Store: cfg.Store, Hub: e.hub, Board: e.board, Hooks: cfg.Hooks, Logf: cfg.Logf}
 	for i := 0; i < n; i++ {
-		e.workers = append(e.workers, controller.NewWorker(fmt.Sprintf("worker-%d", i), cfg.Store))
+		e.workers = append(e.workers, worker.New(fmt.Sprintf("worker-%d", i), cfg.Store, env))
 	}
 	e.ctl, err = controller.New(controller.Config{
-		Plan: plan, Store: cfg.Store, Hub: e.hub, Board: e.board, Workers: e.workers,
+		Plan: pl, Store: cfg.Store, Hub: e.hub, Board: e.board, Workers: worker.ForController(e.workers),
 		LeaseTimeout: d.LeaseTimeout.Std(), LeasePingPeriod: d.LeasePingPeriod.Std(),
 		LostWorkerTimeout: d.LostJobTimeout.Std(), SchedulerPeriod: d.SchedulerPeriod.Std(),
 		RestartBackoff: d.JobRestartBackoff.Std(), RestartBackoffMax: d.JobRestartBackoffMax.Std(),
-		Hooks: cfg.Hooks, Rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), Logf: cfg.Logf,
+		Rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), Logf: cfg.Logf,
 	})
 	if err != nil {
 		return nil, err
@@ -104,10 +108,10 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 func (e *Engine) Controller() *controller.Controller { return e.ctl }
 
 // Plan returns the runtime plan.
-func (e *Engine) Plan() *runtime.Plan { return e.plan }
+func (e *Engine) Plan() *plan.Plan { return e.plan }
 
 // Board returns the job status board.
-func (e *Engine) Board() *runtime.Board { return e.board }
+func (e *Engine) Board() *board.Board { return e.board }
 
 // Run runs the pipeline until it completes, is stopped (a drain requested
 // with the controller's SetTarget(Stopped)) or ctx ends. Workers heartbeat
@@ -142,7 +146,7 @@ func (e *Engine) Run(ctx context.Context) (controller.State, error) {
 // Status is a JSON-friendly snapshot of a running engine.
 type Status struct {
 	State        controller.State             `json:"state"`
-	Computations map[string]runtime.Counters  `json:"computations"`
+	Computations map[string]board.Counters    `json:"computations"`
 	Partitions   []controller.PartitionStatus `json:"partitions"`
 	Controller   controller.Stats             `json:"controller"`
 	// Failing lists the partitions whose jobs keep failing (restarted with

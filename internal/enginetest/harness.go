@@ -16,16 +16,19 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/builtin"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/controller"
 	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/internal/testconn"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
 	pstore "github.com/weir-stream/weir/store/pebble"
 	"github.com/weir-stream/weir/transport"
+	"github.com/weir-stream/weir/worker"
 )
 
 // Options shape the test pipeline:
@@ -41,11 +44,11 @@ type Options struct {
 	SourcePartitions  int
 	CounterPartitions int
 	SwiftReader       bool
-	Mode              runtime.ProcessingMode
+	Mode              plan.ProcessingMode
 	Compact           bool
 	Workers           int
 	BatchRows         int
-	Hooks             runtime.Hooks
+	Hooks             job.Hooks
 	// Clock is the store's clock; nil means a manual clock frozen at start.
 	Clock clock.Clock
 	// Store, if set, is used instead of opening a Pebble store in a temp dir.
@@ -102,11 +105,11 @@ type Harness struct {
 	T       testing.TB
 	Opts    Options
 	Store   store.Store
-	Plan    *runtime.Plan
+	Plan    *plan.Plan
 	Hub     *transport.Hub
-	Board   *runtime.Board
+	Board   *board.Board
 	Ctl     *controller.Controller
-	Workers []*controller.Worker
+	Workers []*worker.Worker
 	Source  *testconn.Source
 	// Expected maps each key to how many input messages carry it.
 	Expected map[string]int
@@ -150,9 +153,9 @@ func New(t testing.TB, o Options) *Harness {
 	if o.SwiftReader {
 		readerKind = weir.KindSwiftMap
 	}
-	batch := runtime.BatchPlan{MaxRows: o.BatchRows, EmptyBackoff: 2 * time.Millisecond}
+	batch := plan.BatchPlan{MaxRows: o.BatchRows, EmptyBackoff: 2 * time.Millisecond}
 	counterIn := "words"
-	plan := &runtime.Plan{Computations: map[string]*runtime.CompPlan{
+	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{
 		"Reader": {
 			Code: builtin.Passthrough(readerKind), Source: h.Source, SourceStream: "events",
 			Outputs: []string{"words"}, Batch: batch,
@@ -161,29 +164,30 @@ func New(t testing.TB, o Options) *Harness {
 			Code: builtin.Counter(), GroupBy: []string{"key"}, Partitions: o.CounterPartitions,
 			Mode: o.Mode, CompactDedup: o.Compact, Inputs: []string{"words"}, Outputs: []string{"counts"},
 			Batch: batch, StateCacheBytes: o.StateCacheBytes,
-			Sinks: []runtime.SinkPlan{{ID: "out", InputStream: "counts", New: func() (connector.Sink, error) {
+			Sinks: []plan.SinkPlan{{ID: "out", InputStream: "counts", New: func() (connector.Sink, error) {
 				return testconn.NewCollectSink("out"), nil
 			}}},
 		},
 	}}
 	if o.Timers {
-		c := plan.Computations["Counter"]
+		c := pl.Computations["Counter"]
 		c.Code = TimerCounter()
-		c.Timers = map[string]runtime.TimerPlan{"fire": {}}
+		c.Timers = map[string]plan.TimerPlan{"fire": {}}
 	}
 	if o.ExtraStage {
-		plan.Computations["Relay"] = &runtime.CompPlan{
+		pl.Computations["Relay"] = &plan.CompPlan{
 			Code: builtin.Passthrough(weir.KindSwiftMap), GroupBy: []string{"key"}, Partitions: 2,
 			Inputs: []string{"words"}, Outputs: []string{"relayed"}, Batch: batch,
 		}
 		counterIn = "relayed"
-		plan.Computations["Counter"].Inputs = []string{counterIn}
+		pl.Computations["Counter"].Inputs = []string{counterIn}
 	}
-	h.Plan = plan
+	h.Plan = pl
 	h.Hub = transport.NewHub(64 << 10)
-	h.Board = runtime.NewBoard()
+	h.Board = board.NewBoard()
+	env := worker.Env{Plan: pl, Store: st, Hub: h.Hub, Board: h.Board, Hooks: o.Hooks, Logf: h.logf}
 	for i := 0; i < o.Workers; i++ {
-		h.Workers = append(h.Workers, controller.NewWorker(fmt.Sprintf("w%d", i), st))
+		h.Workers = append(h.Workers, worker.New(fmt.Sprintf("w%d", i), st, env))
 	}
 	h.Ctl = h.NewController()
 	t.Cleanup(h.stopAll)
@@ -209,10 +213,10 @@ func (h *Harness) NewController() *controller.Controller {
 		backoff = -1
 	}
 	ctl, err := controller.New(controller.Config{
-		Plan: h.Plan, Store: h.Store, Hub: h.Hub, Board: h.Board, Workers: h.Workers,
+		Plan: h.Plan, Store: h.Store, Hub: h.Hub, Board: h.Board, Workers: worker.ForController(h.Workers),
 		LeaseTimeout: lt, LeasePingPeriod: lt / 5, LostWorkerTimeout: lost,
 		RestartBackoff: backoff, RestartBackoffMax: o.RestartBackoffMax, SourceRelistPeriod: o.SourceRelistPeriod,
-		Hooks: o.Hooks, Rand: rand.New(rand.NewPCG(o.Seed, 11)), Logf: h.logf,
+		Rand: rand.New(rand.NewPCG(o.Seed, 11)), Logf: h.logf,
 	})
 	if err != nil {
 		h.T.Fatalf("controller: %v", err)

@@ -1,9 +1,10 @@
-package runtime
+package job
 
 import (
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/tables"
 )
 
 // swiftTracker implements Swift delivery accounting: nothing is
@@ -44,7 +45,7 @@ func newSwiftTracker() *swiftTracker {
 func (t *swiftTracker) track(inputs []*weir.Message, outs []*weir.Message, lineage [][]*weir.Message) {
 	for _, m := range inputs {
 		if _, ok := t.parents[m.ID]; !ok {
-			p := &swiftParent{msg: m, size: messageSize(m)}
+			p := &swiftParent{msg: m, size: tables.MessageSize(m)}
 			t.parents[m.ID] = p
 			t.bytes += p.size
 		}

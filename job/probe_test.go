@@ -1,4 +1,4 @@
-package runtime
+package job
 
 import (
 	"context"
@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/clock"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/transport"
 )
@@ -16,11 +18,11 @@ import (
 func idleJob(t *testing.T, clk *clock.Manual, period time.Duration, seed uint64) (*Job, store.Store, store.LeaseID) {
 	t.Helper()
 	st := openStore(t, clk)
-	plan := &Plan{Computations: map[string]*CompPlan{
+	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{
 		"C": {Code: weir.Transform(func(weir.Context, *weir.Message, weir.Output) error { return nil }),
 			GroupBy: []string{"key"}, Partitions: 1, Inputs: []string{"in"}, LeaseCheckPeriod: period},
 	}}
-	if err := plan.Validate(); err != nil {
+	if err := pl.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -28,8 +30,8 @@ func idleJob(t *testing.T, clk *clock.Manual, period time.Duration, seed uint64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := NewJob(Config{Plan: plan, Comp: plan.Computations["C"], Partition: PartitionSpec{ID: KeyedPartitionID("C", 0), ToEnd: true},
-		JobID: "j", Lease: lease, Store: st, Hub: transport.NewHub(0), Board: NewBoard(), Rand: rand.New(rand.NewPCG(seed, 1))})
+	j, err := New(Config{Plan: pl, Comp: pl.Computations["C"], Partition: plan.PartitionSpec{ID: plan.KeyedPartitionID("C", 0), ToEnd: true},
+		JobID: "j", Lease: lease, Store: st, Hub: transport.NewHub(0), Board: board.NewBoard(), Rand: rand.New(rand.NewPCG(seed, 1))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package runtime
+package job
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/store"
 	pstore "github.com/weir-stream/weir/store/pebble"
+	"github.com/weir-stream/weir/tables"
 )
 
 func openStore(t *testing.T, clk clock.Clock) store.Store {
@@ -33,7 +34,7 @@ func countRows(t *testing.T, st store.Store, table store.Table) int {
 }
 
 // TestDedupGC: dedup rows below a stream's SystemWatermark are deleted by
-// GCDedup, and a job started afterwards still rejects those messages (the
+// tables.GCDedup, and a job started afterwards still rejects those messages (the
 // persisted floor stands in for the deleted rows), while messages at or
 // above the watermark are looked up as before.
 func TestDedupGC(t *testing.T) {
@@ -51,12 +52,12 @@ func TestDedupGC(t *testing.T) {
 		if err := st.Commit(ctx, txn); err != nil {
 			t.Fatal(err)
 		}
-		table := dedupTable(compact)
+		table := tables.DedupTable(compact)
 		if n := countRows(t, st, table); n != 10 {
 			t.Fatalf("compact=%v: %d dedup rows, want 10", compact, n)
 		}
 		wm := msgs[6].SystemTimestamp // rows of messages 0..5 go
-		if err := GCDedup(ctx, st, "C", "s", wm); err != nil {
+		if err := tables.GCDedup(ctx, st, "C", "s", wm); err != nil {
 			t.Fatal(err)
 		}
 		if n := countRows(t, st, table); n != 4 {
@@ -112,12 +113,12 @@ func TestLegacyInfiniteFloorClamped(t *testing.T) {
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	st := openStore(t, clk)
 	txn := store.NewTxn()
-	txn.Put(store.FlowState, dedupFloorKey("C", "s"), codec.AppendUint64BE(nil, legacyInfiniteFloor))
+	txn.Put(store.FlowState, tables.DedupFloorKey("C", "s"), codec.AppendUint64BE(nil, tables.LegacyInfiniteFloor))
 	if err := st.Commit(ctx, txn); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := st.Timestamp(ctx)
-	w, err := DedupFloor(ctx, st, "C", "s")
+	w, err := tables.DedupFloor(ctx, st, "C", "s")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,9 @@
-package runtime
+// Package plan holds a pipeline ready to run: every computation with its
+// code, connectors and tunables resolved (the engine builds it from a spec;
+// tests build it directly), how computations split into partitions, and
+// the ids of partitions and jobs. The controller, the workers and the jobs
+// all read it; it depends on none of them.
+package plan
 
 import (
 	"fmt"
@@ -12,6 +17,7 @@ import (
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/spec"
+	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/transport"
 )
 
@@ -163,23 +169,23 @@ func (p *Plan) Validate() error {
 			c.Name = name
 		}
 		if c.Name != name {
-			return fmt.Errorf("runtime: computation %q registered under %q", c.Name, name)
+			return fmt.Errorf("plan: computation %q registered under %q", c.Name, name)
 		}
 		if err := c.Code.Validate(); err != nil {
-			return fmt.Errorf("runtime: computation %s: %w", name, err)
+			return fmt.Errorf("plan: computation %s: %w", name, err)
 		}
 		c.withDefaults()
 		for _, s := range c.Outputs {
 			if w, ok := writers[s]; ok {
-				return fmt.Errorf("runtime: stream %s has two writers, %s and %s", s, w, name)
+				return fmt.Errorf("plan: stream %s has two writers, %s and %s", s, w, name)
 			}
 			writers[s] = name
 		}
 		if c.Swift() && len(c.Sinks) > 0 {
-			return fmt.Errorf("runtime: computation %s: a SwiftMap cannot have sinks", name)
+			return fmt.Errorf("plan: computation %s: a SwiftMap cannot have sinks", name)
 		}
 		if len(c.Timers) > 0 && c.Code.OnTimer == nil {
-			return fmt.Errorf("runtime: computation %s has timer streams but no OnTimer", name)
+			return fmt.Errorf("plan: computation %s has timer streams but no OnTimer", name)
 		}
 	}
 	return nil
@@ -315,4 +321,31 @@ func KeyedPartitionID(comp string, i int) transport.PartitionID {
 // source partition key.
 func SourcePartitionID(comp, key string) transport.PartitionID {
 	return transport.PartitionID(comp + "@" + key)
+}
+
+// PartitionSpec says which slice of a computation a job runs.
+type PartitionSpec struct {
+	ID transport.PartitionID
+	// Index, Lo, Hi, ToEnd: the key-hash range [Lo, Hi) of a keyed
+	// computation's partition (ToEnd: to the end of the hash space).
+	Index int
+	Lo    uint64
+	Hi    uint64
+	ToEnd bool
+	// SourceKey is the source partition of a source computation.
+	SourceKey string
+}
+
+// JobID identifies one run of a partition.
+type JobID string
+
+// JobSpec is what the controller decides about a job: which partition of
+// which computation it runs, its id and its lease (created by the
+// controller before the job starts), and the seed of its randomness.
+type JobSpec struct {
+	Comp      *CompPlan
+	Partition PartitionSpec
+	JobID     JobID
+	Lease     store.LeaseID
+	Seed      uint64
 }

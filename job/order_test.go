@@ -1,4 +1,4 @@
-package runtime
+package job
 
 import (
 	"context"
@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/transport"
 )
 
@@ -22,11 +24,11 @@ func TestRefusedOfferIsNotOvertaken(t *testing.T) {
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	st := openStore(t, clk)
 	noop := weir.Transform(func(weir.Context, *weir.Message, weir.Output) error { return nil })
-	plan := &Plan{Computations: map[string]*CompPlan{
+	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{
 		"A": {Code: noop, GroupBy: []string{"key"}, Partitions: 1, Inputs: []string{"in"}, Outputs: []string{"s"}},
 		"B": {Code: noop, GroupBy: []string{"key"}, Partitions: 1, Inputs: []string{"s"}},
 	}}
-	if err := plan.Validate(); err != nil {
+	if err := pl.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	lease, err := st.CreateLease(ctx, time.Hour)
@@ -35,15 +37,15 @@ func TestRefusedOfferIsNotOvertaken(t *testing.T) {
 	}
 	// A one-byte buffer holds one message at a time.
 	hub := transport.NewHub(1)
-	j, err := NewJob(Config{Plan: plan, Comp: plan.Computations["A"], Partition: PartitionSpec{ID: KeyedPartitionID("A", 0), ToEnd: true},
-		JobID: "a", Lease: lease, Store: st, Hub: hub, Board: NewBoard(), Rand: rand.New(rand.NewPCG(1, 1))})
+	j, err := New(Config{Plan: pl, Comp: pl.Computations["A"], Partition: plan.PartitionSpec{ID: plan.KeyedPartitionID("A", 0), ToEnd: true},
+		JobID: "a", Lease: lease, Store: st, Hub: hub, Board: board.NewBoard(), Rand: rand.New(rand.NewPCG(1, 1))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	dest := KeyedPartitionID("B", 0)
+	dest := plan.KeyedPartitionID("B", 0)
 	recv := hub.Attach(dest)
 	msg := func(i uint64) pendingOffer {
 		m := &weir.Message{ID: msgid.Ordered(7, "s", i), Stream: "s", Payload: weir.Row{"key": "k"}}

@@ -1,4 +1,4 @@
-package runtime
+package job
 
 import (
 	"container/list"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/tables"
 )
 
 // stateManager holds a job's per-key states: it loads a state from the
@@ -67,7 +68,7 @@ func (m *stateManager) load(ctx context.Context, k weir.Key, name string, decode
 		}
 		return e.value, nil
 	}
-	b, ok, err := m.st.Get(ctx, store.States, stateKey(m.comp, k, name))
+	b, ok, err := m.st.Get(ctx, store.States, tables.StateKey(m.comp, k, name))
 	if err != nil {
 		return nil, fmt.Errorf("load state %s: %w", name, err)
 	}
@@ -110,7 +111,7 @@ func (m *stateManager) store(k weir.Key, name string, v any, empty bool, encode 
 // sync writes the dirty states into txn.
 func (m *stateManager) sync(txn *store.Txn) error {
 	for _, e := range m.dirty {
-		key := stateKey(m.comp, e.key, e.ref.name)
+		key := tables.StateKey(m.comp, e.key, e.ref.name)
 		if e.empty {
 			txn.Delete(store.States, key)
 			m.resize(e, 0)

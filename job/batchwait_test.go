@@ -1,4 +1,4 @@
-package runtime
+package job
 
 import (
 	"context"
@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/transport"
 )
 
@@ -20,10 +22,10 @@ func TestBatchDurationWaitsToFill(t *testing.T) {
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	st := openStore(t, clk)
 	noop := weir.Transform(func(weir.Context, *weir.Message, weir.Output) error { return nil })
-	plan := &Plan{Computations: map[string]*CompPlan{
-		"B": {Code: noop, GroupBy: []string{"key"}, Partitions: 1, Inputs: []string{"s"}, Batch: BatchPlan{MaxRows: 10}},
+	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{
+		"B": {Code: noop, GroupBy: []string{"key"}, Partitions: 1, Inputs: []string{"s"}, Batch: plan.BatchPlan{MaxRows: 10}},
 	}}
-	if err := plan.Validate(); err != nil {
+	if err := pl.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	lease, err := st.CreateLease(ctx, time.Hour)
@@ -31,9 +33,9 @@ func TestBatchDurationWaitsToFill(t *testing.T) {
 		t.Fatal(err)
 	}
 	hub := transport.NewHub(0)
-	part := KeyedPartitionID("B", 0)
-	j, err := NewJob(Config{Plan: plan, Comp: plan.Computations["B"], Partition: PartitionSpec{ID: part, ToEnd: true},
-		JobID: "b", Lease: lease, Store: st, Hub: hub, Board: NewBoard(), Rand: rand.New(rand.NewPCG(1, 1))})
+	part := plan.KeyedPartitionID("B", 0)
+	j, err := New(Config{Plan: pl, Comp: pl.Computations["B"], Partition: plan.PartitionSpec{ID: part, ToEnd: true},
+		JobID: "b", Lease: lease, Store: st, Hub: hub, Board: board.NewBoard(), Rand: rand.New(rand.NewPCG(1, 1))})
 	if err != nil {
 		t.Fatal(err)
 	}

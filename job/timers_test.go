@@ -1,4 +1,4 @@
-package runtime
+package job
 
 import (
 	"math/rand/v2"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/plan"
 )
 
 func testTimer(i int, stream string, trigger time.Time) *timerEntry {
@@ -21,7 +22,7 @@ func testTimer(i int, stream string, trigger time.Time) *timerEntry {
 // an equal one with an earlier event time never fire.
 func TestDueTimersInOrder(t *testing.T) {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := newTimerStore("C", map[string]TimerPlan{"ev": {}, "sys": {SystemTime: true}}, 0, 0)
+	s := newTimerStore("C", map[string]plan.TimerPlan{"ev": {}, "sys": {SystemTime: true}}, 0, 0)
 	rnd := rand.New(rand.NewPCG(4, 4))
 	var want []*timerEntry
 	for i := 0; i < 500; i++ {
@@ -75,7 +76,7 @@ func TestDueTimersInOrder(t *testing.T) {
 // the limit, and a replacement of an equal timer does not count twice.
 func TestTimerLimits(t *testing.T) {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := newTimerStore("C", map[string]TimerPlan{"ev": {}}, 3, 0)
+	s := newTimerStore("C", map[string]plan.TimerPlan{"ev": {}}, 3, 0)
 	for i := 0; i < 3; i++ {
 		if err := s.add(testTimer(i, "ev", base.Add(time.Duration(i)*time.Second))); err != nil {
 			t.Fatal(err)
@@ -91,7 +92,7 @@ func TestTimerLimits(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "timer_store_count_limit") {
 		t.Fatalf("fourth timer: %v, want an error naming timer_store_count_limit", err)
 	}
-	b := newTimerStore("C", map[string]TimerPlan{"ev": {}}, 0, 150)
+	b := newTimerStore("C", map[string]plan.TimerPlan{"ev": {}}, 0, 150)
 	if err := b.add(testTimer(0, "ev", base)); err != nil {
 		t.Fatal(err)
 	}

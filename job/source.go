@@ -1,4 +1,4 @@
-package runtime
+package job
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/tables"
 )
 
 // sourceReader reads one source partition for a source computation and
@@ -103,7 +104,7 @@ func openSourceReader(ctx context.Context, j *Job, key string) (*sourceReader, e
 }
 
 func (r *sourceReader) stateKey() []byte {
-	return partitionStateKey(string(r.j.cfg.Partition.ID), sourceStateName)
+	return tables.PartitionStateKey(string(r.j.cfg.Partition.ID), sourceStateName)
 }
 
 func (r *sourceReader) read(ctx context.Context, maxRows, maxBytes int) (*sourceBatch, error) {
@@ -324,7 +325,7 @@ func (r *sourceReader) nextSystemTimestamp() store.Timestamp {
 func (r *sourceReader) close() error { return r.part.Close() }
 
 func (r *sourceReader) encodeState() []byte {
-	b := []byte{recordVersion}
+	b := []byte{tables.RecordVersion}
 	b = codec.AppendUvarint(b, uint64(r.persisted))
 	b = codec.AppendUvarint(b, uint64(len(r.memory)))
 	for _, m := range r.memory {
@@ -336,16 +337,16 @@ func (r *sourceReader) encodeState() []byte {
 }
 
 func (r *sourceReader) decodeState(b []byte) error {
-	if len(b) == 0 || b[0] != recordVersion {
+	if len(b) == 0 || b[0] != tables.RecordVersion {
 		return fmt.Errorf("unknown source state version")
 	}
-	rd := reader{b: b[1:]}
-	r.persisted = connector.Offset(rd.uvarint())
-	n := rd.uvarint()
-	for i := uint64(0); i < n && rd.err == nil; i++ {
-		r.memory = append(r.memory, memRange{from: connector.Offset(rd.uvarint()), to: connector.Offset(rd.uvarint()), seq: rd.uvarint()})
+	rd := tables.Reader{B: b[1:]}
+	r.persisted = connector.Offset(rd.Uvarint())
+	n := rd.Uvarint()
+	for i := uint64(0); i < n && rd.Err == nil; i++ {
+		r.memory = append(r.memory, memRange{from: connector.Offset(rd.Uvarint()), to: connector.Offset(rd.Uvarint()), seq: rd.Uvarint()})
 	}
-	return rd.err
+	return rd.Err
 }
 
 // eventTimeOf reads an event-time column value: integers are unix

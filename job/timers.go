@@ -1,4 +1,4 @@
-package runtime
+package job
 
 import (
 	"container/heap"
@@ -9,7 +9,9 @@ import (
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/tables"
 )
 
 // timerStore holds a partition's timers: all of them in memory (loaded at
@@ -62,7 +64,7 @@ type timerIdentity struct {
 	trigger int64
 }
 
-func newTimerStore(comp string, timers map[string]TimerPlan, countLimit, bytesLimit int) *timerStore {
+func newTimerStore(comp string, timers map[string]plan.TimerPlan, countLimit, bytesLimit int) *timerStore {
 	sys := map[string]bool{}
 	for name, tp := range timers {
 		sys[name] = tp.SystemTime
@@ -73,7 +75,7 @@ func newTimerStore(comp string, timers map[string]TimerPlan, countLimit, bytesLi
 
 // load reads the persisted timers whose key hash is in [lo, hi).
 func (s *timerStore) load(ctx context.Context, st store.Store, lo, hi uint64, toEnd bool) error {
-	klo, khi := hashRangeKeys(s.comp, lo, hi, toEnd)
+	klo, khi := tables.KeyedRange(s.comp, lo, hi, toEnd)
 	var decodeErr error
 	err := st.Scan(ctx, store.Range{Table: store.Timers, Lo: klo, Hi: khi}, func(k, v []byte) bool {
 		e, err := decodeTimer(v)
@@ -179,11 +181,11 @@ func (s *timerStore) sync(txn *store.Txn) {
 			delete(added, e.t.ID)
 			continue
 		}
-		txn.Delete(store.Timers, timerKey(s.comp, e.key, e.t.ID))
+		txn.Delete(store.Timers, tables.TimerKey(s.comp, e.key, e.t.ID))
 	}
 	for _, e := range s.added {
 		if added[e.t.ID] {
-			txn.Put(store.Timers, timerKey(s.comp, e.key, e.t.ID), encodeTimer(e))
+			txn.Put(store.Timers, tables.TimerKey(s.comp, e.key, e.t.ID), encodeTimer(e))
 		}
 	}
 }
@@ -230,30 +232,30 @@ func (h *timerHeap) peekDue(wm time.Time) *timerEntry {
 }
 
 func encodeTimer(e *timerEntry) []byte {
-	b := []byte{recordVersion}
+	b := []byte{tables.RecordVersion}
 	b = codec.AppendString(b, string(e.t.ID))
 	b = codec.AppendString(b, e.t.Stream)
 	b = codec.AppendUvarint(b, e.key.Hash)
 	b = codec.AppendString(b, e.key.Encoded)
-	b = codec.AppendUvarint(b, unixNano(e.t.TriggerTimestamp))
-	b = codec.AppendUvarint(b, unixNano(e.t.EventTimestamp))
+	b = codec.AppendUvarint(b, tables.UnixNano(e.t.TriggerTimestamp))
+	b = codec.AppendUvarint(b, tables.UnixNano(e.t.EventTimestamp))
 	return codec.AppendUvarint(b, uint64(e.t.SystemTimestamp))
 }
 
 func decodeTimer(b []byte) (*timerEntry, error) {
-	if len(b) == 0 || b[0] != recordVersion {
+	if len(b) == 0 || b[0] != tables.RecordVersion {
 		return nil, fmt.Errorf("unknown timer record version")
 	}
-	r := reader{b: b[1:]}
-	id, stream := r.str(), r.str()
-	k := weir.Key{Hash: r.uvarint(), Encoded: r.str()}
-	trig, ev, sys := r.uvarint(), r.uvarint(), r.uvarint()
-	if r.err != nil {
-		return nil, fmt.Errorf("decode timer: %w", r.err)
+	r := tables.Reader{B: b[1:]}
+	id, stream := r.Str(), r.Str()
+	k := weir.Key{Hash: r.Uvarint(), Encoded: r.Str()}
+	trig, ev, sys := r.Uvarint(), r.Uvarint(), r.Uvarint()
+	if r.Err != nil {
+		return nil, fmt.Errorf("decode timer: %w", r.Err)
 	}
 	return &timerEntry{key: k, t: weir.Timer{
 		ID: msgid.ID(id), Stream: stream, Key: k,
-		TriggerTimestamp: fromUnixNano(trig), EventTimestamp: fromUnixNano(ev),
+		TriggerTimestamp: tables.FromUnixNano(trig), EventTimestamp: tables.FromUnixNano(ev),
 		SystemTimestamp: store.Timestamp(sys),
 	}}, nil
 }

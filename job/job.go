@@ -1,4 +1,4 @@
-package runtime
+package job
 
 import (
 	"context"
@@ -10,24 +10,14 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/tables"
 	"github.com/weir-stream/weir/transport"
 )
-
-// PartitionSpec says which slice of a computation a job runs.
-type PartitionSpec struct {
-	ID transport.PartitionID
-	// Index, Lo, Hi, ToEnd: the key-hash range [Lo, Hi) of a keyed
-	// computation's partition (ToEnd: to the end of the hash space).
-	Index int
-	Lo    uint64
-	Hi    uint64
-	ToEnd bool
-	// SourceKey is the source partition of a source computation.
-	SourceKey string
-}
 
 // CrashPoint names a moment of the epoch at which tests simulate a crash.
 type CrashPoint string
@@ -46,7 +36,7 @@ const (
 )
 
 // ErrCrashed is returned by a job stopped at a crash point.
-var ErrCrashed = errors.New("runtime: simulated crash")
+var ErrCrashed = errors.New("job: simulated crash")
 
 // Hooks lets tests inject faults into a job. Crash returning a non-nil error
 // stops the job at that point as if its process died: nothing after the
@@ -57,14 +47,14 @@ type Hooks interface {
 
 // Config is everything a job needs.
 type Config struct {
-	Plan      *Plan
-	Comp      *CompPlan
-	Partition PartitionSpec
-	JobID     JobID
+	Plan      *plan.Plan
+	Comp      *plan.CompPlan
+	Partition plan.PartitionSpec
+	JobID     plan.JobID
 	Lease     store.LeaseID
 	Store     store.Store
 	Hub       *transport.Hub
-	Board     *Board
+	Board     *board.Board
 	Rand      *rand.Rand
 	Hooks     Hooks
 	Logf      func(format string, args ...any)
@@ -81,7 +71,7 @@ type Config struct {
 // queued and applied on the job's goroutine at fixed points of the epoch.
 type Job struct {
 	cfg     Config
-	comp    *CompPlan
+	comp    *plan.CompPlan
 	st      store.Store
 	outputs map[string]bool
 
@@ -94,7 +84,7 @@ type Job struct {
 	sinks  []*sinkInstance
 	src    *sourceReader
 	swift  *swiftTracker
-	routes map[string][]*CompPlan // output stream → receiving computations
+	routes map[string][]*plan.CompPlan // output stream → receiving computations
 	// pending holds offers refused by full buffers, in emission order, and
 	// every later offer to a destination that has one waiting: outputs of
 	// this partition reach each receiving partition in emission order (the
@@ -118,7 +108,7 @@ type Job struct {
 }
 
 type sinkInstance struct {
-	plan SinkPlan
+	plan plan.SinkPlan
 	sink connector.Sink
 }
 
@@ -152,13 +142,13 @@ func (q *ackQueue) drain() {
 	}
 }
 
-// NewJob builds a job; Init must run before the first Epoch.
-func NewJob(cfg Config) (*Job, error) {
+// New builds a job; Init must run before the first Epoch.
+func New(cfg Config) (*Job, error) {
 	if cfg.Comp == nil || cfg.Plan == nil || cfg.Store == nil || cfg.Hub == nil || cfg.Board == nil {
-		return nil, errors.New("runtime: job config lacks plan, computation, store, hub or board")
+		return nil, errors.New("job: config lacks plan, computation, store, hub or board")
 	}
 	if cfg.Lease == 0 {
-		return nil, fmt.Errorf("runtime: job %s for %s has no lease", cfg.JobID, cfg.Partition.ID)
+		return nil, fmt.Errorf("job: job %s for %s has no lease", cfg.JobID, cfg.Partition.ID)
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.New(rand.NewPCG(uint64(cfg.Lease), 0))
@@ -172,7 +162,7 @@ func NewJob(cfg Config) (*Job, error) {
 		comp:    c,
 		st:      cfg.Store,
 		outputs: map[string]bool{},
-		routes:  map[string][]*CompPlan{},
+		routes:  map[string][]*plan.CompPlan{},
 		suspect: map[msgid.ID]bool{},
 		waiting: map[transport.PartitionID]int{},
 	}
@@ -182,7 +172,7 @@ func NewJob(cfg Config) (*Job, error) {
 	}
 	pid := string(cfg.Partition.ID)
 	j.tx = newTxManager(cfg.Store, pid, cfg.Lease, c.LeaseCheckPeriod, cfg.Rand)
-	j.inputs = newInputStore(cfg.Store, c.Name, c.CompactDedup, c.Mode == ExactlyOnce && !c.Swift())
+	j.inputs = newInputStore(cfg.Store, c.Name, c.CompactDedup, c.Mode == plan.ExactlyOnce && !c.Swift())
 	j.states = newStateManager(cfg.Store, c.Name, c.StateCacheBytes)
 	j.timers = newTimerStore(c.Name, c.Timers, c.TimerCountLimit, c.TimerBytesLimit)
 	j.box = newOutbox(cfg.Store, pid)
@@ -248,11 +238,11 @@ func (j *Job) Init(ctx context.Context) error {
 			PartitionID: string(p.ID),
 			SinkID:      sp.ID,
 			LoadState: func(ctx context.Context) ([]byte, error) {
-				v, _, err := j.st.Get(ctx, store.PartitionStates, partitionStateKey(string(p.ID), name))
+				v, _, err := j.st.Get(ctx, store.PartitionStates, tables.PartitionStateKey(string(p.ID), name))
 				return v, err
 			},
 			SaveState: func(txn *store.Txn, state []byte) {
-				txn.Put(store.PartitionStates, partitionStateKey(string(p.ID), name), state)
+				txn.Put(store.PartitionStates, tables.PartitionStateKey(string(p.ID), name), state)
 			},
 			Logf: func(format string, args ...any) {
 				j.cfg.Logf("sink %s of %s: "+format, append([]any{sp.ID, p.ID}, args...)...)
@@ -305,7 +295,7 @@ type EpochResult struct {
 func (j *Job) Epoch(ctx context.Context) (EpochResult, error) {
 	var res EpochResult
 	if j.closed {
-		return res, errors.New("runtime: epoch on a closed job")
+		return res, errors.New("job: epoch on a closed job")
 	}
 	j.epochCount++
 	// 1. Control: watermarks and draining.
@@ -447,7 +437,7 @@ func (j *Job) Epoch(ctx context.Context) (EpochResult, error) {
 		res.Committed = true
 	}
 	j.lastTS = ts
-	if j.comp.Mode == ExactlyOnce && !j.comp.Swift() && j.recv != nil {
+	if j.comp.Mode == plan.ExactlyOnce && !j.comp.Swift() && j.recv != nil {
 		applied.record(j.st, string(j.cfg.Partition.ID), fresh, j.inputs.watermarks)
 	}
 	j.box.committed()
@@ -478,7 +468,7 @@ func (j *Job) Epoch(ctx context.Context) (EpochResult, error) {
 	}
 	j.acks.drain()
 	j.flushSwift()
-	j.cfg.Board.AddCounters(j.comp.Name, Counters{Epochs: 1, Commits: b2u(res.Committed),
+	j.cfg.Board.AddCounters(j.comp.Name, board.Counters{Epochs: 1, Commits: b2u(res.Committed),
 		Inputs: uint64(res.Inputs), Duplicates: uint64(res.Duplicates), Outputs: uint64(res.Outputs)})
 	if err := j.crash(CrashAfterAckBeforeErase); err != nil {
 		return res, err
@@ -787,7 +777,7 @@ func (j *Job) destinations(outs []*weir.Message) ([][]transport.PartitionID, err
 			if err != nil {
 				return nil, fmt.Errorf("computation %s: output %s on stream %s cannot be routed to %s: %w", j.comp.Name, m.ID, m.Stream, r.Name, err)
 			}
-			d[ri] = KeyedPartitionID(r.Name, PartitionIndex(k.Hash, r.Partitions))
+			d[ri] = plan.KeyedPartitionID(r.Name, plan.PartitionIndex(k.Hash, r.Partitions))
 		}
 		dests[i] = d
 	}
@@ -802,7 +792,7 @@ func (j *Job) distribute(outs []*weir.Message, dests [][]transport.PartitionID, 
 			continue
 		}
 		dup := maybeDup(m)
-		size := messageSize(m) // once per output, not per destination or retry
+		size := tables.MessageSize(m) // once per output, not per destination or retry
 		for _, dest := range dests[i] {
 			j.offer(pendingOffer{msg: m, size: size, dest: dest, ack: j.downstreamAck(m), maybeDup: dup})
 		}
@@ -872,7 +862,7 @@ func (j *Job) flushSwift() {
 
 // report posts the job's status for the controller.
 func (j *Job) report(idle bool) {
-	s := Status{
+	s := board.Status{
 		Partition:   j.cfg.Partition.ID,
 		Computation: j.comp.Name,
 		Job:         j.cfg.JobID,

@@ -1,4 +1,4 @@
-package runtime
+package job
 
 import (
 	"context"
@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/transport"
 )
 
@@ -25,11 +27,11 @@ func TestOutputWithoutReceiverKeyFailsEpoch(t *testing.T) {
 		return out.Add("s", weir.Row{"user": m.Payload["key"]}) // "key" renamed: B cannot group
 	})
 	noop := weir.Transform(func(weir.Context, *weir.Message, weir.Output) error { return nil })
-	plan := &Plan{Computations: map[string]*CompPlan{
+	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{
 		"A": {Code: drop, GroupBy: []string{"key"}, Partitions: 1, Inputs: []string{"in"}, Outputs: []string{"s"}},
 		"B": {Code: noop, GroupBy: []string{"key"}, Partitions: 2, Inputs: []string{"s"}},
 	}}
-	if err := plan.Validate(); err != nil {
+	if err := pl.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	lease, err := st.CreateLease(ctx, time.Hour)
@@ -37,9 +39,9 @@ func TestOutputWithoutReceiverKeyFailsEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	hub := transport.NewHub(0)
-	part := KeyedPartitionID("A", 0)
-	j, err := NewJob(Config{Plan: plan, Comp: plan.Computations["A"], Partition: PartitionSpec{ID: part, ToEnd: true},
-		JobID: "a", Lease: lease, Store: st, Hub: hub, Board: NewBoard(), Rand: rand.New(rand.NewPCG(1, 1))})
+	part := plan.KeyedPartitionID("A", 0)
+	j, err := New(Config{Plan: pl, Comp: pl.Computations["A"], Partition: plan.PartitionSpec{ID: part, ToEnd: true},
+		JobID: "a", Lease: lease, Store: st, Hub: hub, Board: board.NewBoard(), Rand: rand.New(rand.NewPCG(1, 1))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package runtime
+package job
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/weir-stream/weir/internal/invariants"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/tables"
 )
 
 // outbox is a partition's store of materialized outputs (Flow's output
@@ -54,12 +55,12 @@ func newOutbox(st store.Store, partition string) *outbox {
 // load returns the undelivered outputs persisted by earlier jobs of the
 // partition, sorted by id (the order they were first registered in).
 func (o *outbox) load(ctx context.Context) ([]*weir.Message, error) {
-	p := outboxPrefix(o.partition)
+	p := tables.OutboxPrefix(o.partition)
 	var msgs []*weir.Message
 	var decodeErr error
-	err := o.st.Scan(ctx, store.Range{Table: store.OutputMessages, Lo: p, Hi: prefixEnd(p)}, func(k, v []byte) bool {
+	err := o.st.Scan(ctx, store.Range{Table: store.OutputMessages, Lo: p, Hi: tables.PrefixEnd(p)}, func(k, v []byte) bool {
 		id := msgid.ID(k[len(p):])
-		m, err := decodeMessage(id, v)
+		m, err := tables.DecodeMessage(id, v)
 		if err != nil {
 			decodeErr = fmt.Errorf("outbox of %s: %w", o.partition, err)
 			return false
@@ -80,7 +81,7 @@ func (o *outbox) load(ctx context.Context) ([]*weir.Message, error) {
 // add registers an output with the given number of destinations.
 // persisted says whether its row already exists (reloaded after a restart).
 func (o *outbox) add(m *weir.Message, dests int, persisted bool) *output {
-	out := &output{msg: m, size: messageSize(m), remaining: dests, persisted: persisted}
+	out := &output{msg: m, size: tables.MessageSize(m), remaining: dests, persisted: persisted}
 	o.entries[m.ID] = out
 	o.bytes += out.size
 	o.pendingTS.add(m.Stream, m.SystemTimestamp)
@@ -121,17 +122,17 @@ func (o *outbox) ack(out *output) {
 func (o *outbox) sync(txn *store.Txn) error {
 	o.syncing = invariants.Enabled
 	for _, id := range o.erase {
-		txn.Delete(store.OutputMessages, outboxKey(o.partition, id))
+		txn.Delete(store.OutputMessages, tables.OutboxKey(o.partition, id))
 	}
 	for _, out := range o.fresh {
 		if out.delivered {
 			continue
 		}
-		b, err := appendMessage(nil, out.msg)
+		b, err := tables.AppendMessage(nil, out.msg)
 		if err != nil {
 			return fmt.Errorf("outbox: output %s: %w", out.msg.ID, err)
 		}
-		txn.Put(store.OutputMessages, outboxKey(o.partition, out.msg.ID), b)
+		txn.Put(store.OutputMessages, tables.OutboxKey(o.partition, out.msg.ID), b)
 	}
 	return nil
 }

@@ -1,23 +1,53 @@
-package controller
+// Package worker runs jobs. In the embedded engine a worker is a group of
+// goroutines in the controller's process: the controller tells it which
+// partition to run under which lease (Start), and it heartbeats so that
+// the controller can tell when it is lost.
+package worker
 
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/clock"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/controller"
+	"github.com/weir-stream/weir/job"
+	"github.com/weir-stream/weir/plan"
+	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/transport"
 )
 
-// Worker runs jobs. In the embedded engine a worker is a group of
-// goroutines in the controller's process; it heartbeats so that the
-// controller can tell when it is lost. Each life of a worker has its own
+// Env is what every job of a worker shares: the pipeline's plan, store,
+// transport and board, and the test hooks.
+type Env struct {
+	Plan  *plan.Plan
+	Store store.Store
+	Hub   *transport.Hub
+	Board *board.Board
+	// Hooks lets tests crash jobs at named points (nil in production).
+	Hooks job.Hooks
+	Logf  func(format string, args ...any)
+}
+
+// jobConfig builds a job's configuration from its spec and the environment.
+func jobConfig(s plan.JobSpec, env Env) job.Config {
+	return job.Config{
+		Plan: env.Plan, Comp: s.Comp, Partition: s.Partition, JobID: s.JobID, Lease: s.Lease,
+		Store: env.Store, Hub: env.Hub, Board: env.Board, Hooks: env.Hooks,
+		Rand: rand.New(rand.NewPCG(s.Seed, uint64(s.Lease))), Logf: env.Logf,
+	}
+}
+
+// Worker runs jobs on goroutines. Each life of a worker has its own
 // incarnation: jobs started in an earlier incarnation are never trusted
 // again.
 type Worker struct {
 	id    string
 	clock clock.Clock
+	env   Env
 
 	mu          sync.Mutex
 	incarnation int
@@ -26,10 +56,13 @@ type Worker struct {
 	jobs        map[*JobHandle]struct{}
 }
 
-// NewWorker returns a live worker whose heartbeats are read from clk (the
-// store's clock).
-func NewWorker(id string, clk clock.Clock) *Worker {
-	return &Worker{id: id, clock: clk, lastBeat: clk.Now(), jobs: map[*JobHandle]struct{}{}}
+// New returns a live worker whose heartbeats are read from clk (the
+// store's clock) and whose jobs share env.
+func New(id string, clk clock.Clock, env Env) *Worker {
+	if env.Logf == nil {
+		env.Logf = func(string, ...any) {}
+	}
+	return &Worker{id: id, clock: clk, env: env, lastBeat: clk.Now(), jobs: map[*JobHandle]struct{}{}}
 }
 
 // ID returns the worker's name.
@@ -111,31 +144,44 @@ func (w *Worker) RunHeartbeats(ctx context.Context, period time.Duration) {
 	}
 }
 
-func (w *Worker) aliveAt(now time.Time, timeout time.Duration) bool {
+// ForController lists ws as the controller's workers.
+func ForController(ws []*Worker) []controller.Worker {
+	out := make([]controller.Worker, len(ws))
+	for i, w := range ws {
+		out[i] = w
+	}
+	return out
+}
+
+var _ controller.Worker = (*Worker)(nil)
+
+// AliveAt reports whether the worker heartbeated within timeout before now.
+func (w *Worker) AliveAt(now time.Time, timeout time.Duration) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return now.Sub(w.lastBeat) < timeout
 }
 
-func (w *Worker) load() int {
+// Load is the number of jobs running on the worker.
+func (w *Worker) Load() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.jobs)
 }
 
-// start runs a job on its own goroutine.
-func (w *Worker) start(cfg runtime.Config) (*JobHandle, error) {
-	job, err := runtime.NewJob(cfg)
+// Start runs a job on its own goroutine.
+func (w *Worker) Start(spec plan.JobSpec) (controller.Handle, error) {
+	j, err := job.New(jobConfig(spec, w.env))
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &JobHandle{cancel: cancel, done: make(chan struct{}), job: job}
+	h := &JobHandle{cancel: cancel, done: make(chan struct{}), job: j}
 	w.mu.Lock()
 	w.jobs[h] = struct{}{}
 	w.mu.Unlock()
 	go func() {
-		err := job.Run(ctx)
+		err := j.Run(ctx)
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			err = nil
 		}
@@ -147,10 +193,10 @@ func (w *Worker) start(cfg runtime.Config) (*JobHandle, error) {
 	return h, nil
 }
 
-// JobHandle is a running job.
+// JobHandle is a job running on a goroutine.
 type JobHandle struct {
 	cancel context.CancelFunc
-	job    *runtime.Job
+	job    *job.Job
 
 	mu   sync.Mutex
 	done chan struct{}

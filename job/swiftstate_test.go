@@ -1,4 +1,4 @@
-package runtime
+package job
 
 import (
 	"context"
@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/transport"
 )
@@ -31,10 +33,10 @@ func TestSwiftStateRefused(t *testing.T) {
 		seen.Set(ctx, n+1)
 		return out.Add("out", m.Payload)
 	})
-	plan := &Plan{Computations: map[string]*CompPlan{
+	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{
 		"S": {Code: code, GroupBy: []string{"key"}, Partitions: 1, Inputs: []string{"in"}, Outputs: []string{"out"}},
 	}}
-	if err := plan.Validate(); err != nil {
+	if err := pl.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	lease, err := st.CreateLease(ctx, time.Hour)
@@ -42,9 +44,9 @@ func TestSwiftStateRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	hub := transport.NewHub(0)
-	part := KeyedPartitionID("S", 0)
-	j, err := NewJob(Config{Plan: plan, Comp: plan.Computations["S"], Partition: PartitionSpec{ID: part, ToEnd: true},
-		JobID: "s", Lease: lease, Store: st, Hub: hub, Board: NewBoard(), Rand: rand.New(rand.NewPCG(1, 1))})
+	part := plan.KeyedPartitionID("S", 0)
+	j, err := New(Config{Plan: pl, Comp: pl.Computations["S"], Partition: plan.PartitionSpec{ID: part, ToEnd: true},
+		JobID: "s", Lease: lease, Store: st, Hub: hub, Board: board.NewBoard(), Rand: rand.New(rand.NewPCG(1, 1))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,23 +1,27 @@
-package runtime
+// Package board is the exchange between a pipeline's jobs and its
+// controller: jobs post their status after every epoch, the controller
+// posts each computation's control (watermarks, draining, upstream done)
+// and reads the statuses. The embedded engine keeps it in memory; a
+// network deployment carries the same data in worker heartbeats.
+package board
 
 import (
 	"sync"
 	"time"
+
+	"github.com/weir-stream/weir/plan"
 
 	"github.com/weir-stream/weir/internal/invariants"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/transport"
 )
 
-// JobID identifies one run of a partition.
-type JobID string
-
 // Status is what a job reports about its partition after every epoch (the
 // embedded form of Flow's heartbeat job status).
 type Status struct {
 	Partition   transport.PartitionID
 	Computation string
-	Job         JobID
+	Job         plan.JobID
 	// Epoch is the timestamp of the job's last epoch.
 	Epoch store.Timestamp
 	// At is when the status was posted, by the store's clock. A job whose
@@ -106,7 +110,7 @@ func (c *Counters) add(d Counters) {
 type Board struct {
 	mu       sync.Mutex
 	statuses map[transport.PartitionID]Status
-	owners   map[transport.PartitionID]JobID // "" = assigned to no job
+	owners   map[transport.PartitionID]plan.JobID // "" = assigned to no job
 	dropped  int
 	controls map[string]Control
 	counters map[string]*Counters
@@ -114,14 +118,14 @@ type Board struct {
 
 // NewBoard returns an empty board.
 func NewBoard() *Board {
-	return &Board{statuses: map[transport.PartitionID]Status{}, owners: map[transport.PartitionID]JobID{},
+	return &Board{statuses: map[transport.PartitionID]Status{}, owners: map[transport.PartitionID]plan.JobID{},
 		controls: map[string]Control{}, counters: map[string]*Counters{}}
 }
 
 // Assign makes job the owner of partition p and forgets p's last status (it
 // was posted by an earlier job). The controller calls it before the job
 // starts, so the job's first post is accepted.
-func (b *Board) Assign(p transport.PartitionID, job JobID) {
+func (b *Board) Assign(p transport.PartitionID, job plan.JobID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.owners[p] = job

@@ -1,4 +1,10 @@
-package runtime
+// Package tables holds the row layouts of the engine's tables (keys and
+// record encodings of states, timers, dedup ids, the outbox, partition
+// states and partition_transactions) and the few operations on them that
+// more than one package performs: dedup floors and their garbage
+// collection. Every key starts with its owner (computation or partition)
+// and a 0x00 separator, so one owner's rows form one contiguous range.
+package tables
 
 import (
 	"hash/fnv"
@@ -37,24 +43,24 @@ func keyedPrefix(comp string, hash uint64) []byte {
 	return codec.AppendUint64BE(b, hash)
 }
 
-func stateKey(comp string, k weir.Key, name string) []byte {
+func StateKey(comp string, k weir.Key, name string) []byte {
 	b := keyedPrefix(comp, k.Hash)
 	b = append(b, k.Encoded...)
 	b = append(b, 0)
 	return append(b, name...)
 }
 
-func timerKey(comp string, k weir.Key, id msgid.ID) []byte {
+func TimerKey(comp string, k weir.Key, id msgid.ID) []byte {
 	b := keyedPrefix(comp, k.Hash)
 	b = append(b, k.Encoded...)
 	b = append(b, 0)
 	return append(b, id...)
 }
 
-// hashRangeKeys returns the [lo, hi) key range of comp's keyed rows whose
+// KeyedRange returns the [lo, hi) key range of comp's keyed rows whose
 // key hash lies in [lo, hi); with toEnd the range runs to the end of the
 // hash space (hi is ignored).
-func hashRangeKeys(comp string, lo, hi uint64, toEnd bool) ([]byte, []byte) {
+func KeyedRange(comp string, lo, hi uint64, toEnd bool) ([]byte, []byte) {
 	start := keyedPrefix(comp, lo)
 	if toEnd {
 		end := ownerPrefix(comp)
@@ -64,14 +70,14 @@ func hashRangeKeys(comp string, lo, hi uint64, toEnd bool) ([]byte, []byte) {
 	return start, keyedPrefix(comp, hi)
 }
 
-func dedupPrefix(comp, stream string) []byte {
+func DedupPrefix(comp, stream string) []byte {
 	b := ownerPrefix(comp)
 	b = append(b, stream...)
 	return append(b, 0)
 }
 
-func dedupKey(compact bool, comp, stream string, sysTS store.Timestamp, id msgid.ID) []byte {
-	b := dedupPrefix(comp, stream)
+func DedupKey(compact bool, comp, stream string, sysTS store.Timestamp, id msgid.ID) []byte {
+	b := DedupPrefix(comp, stream)
 	b = codec.AppendUint64BE(b, uint64(sysTS))
 	if compact {
 		return appendIDHash(b, id)
@@ -79,24 +85,24 @@ func dedupKey(compact bool, comp, stream string, sysTS store.Timestamp, id msgid
 	return append(b, id...)
 }
 
-// dedupBelow returns the key range of comp's dedup rows for stream with a
+// DedupBelow returns the key range of comp's dedup rows for stream with a
 // SystemTimestamp below wm.
-func dedupBelow(comp, stream string, wm store.Timestamp) ([]byte, []byte) {
-	p := dedupPrefix(comp, stream)
+func DedupBelow(comp, stream string, wm store.Timestamp) ([]byte, []byte) {
+	p := DedupPrefix(comp, stream)
 	return p, codec.AppendUint64BE(append([]byte(nil), p...), uint64(wm))
 }
 
-func outboxPrefix(partition string) []byte { return ownerPrefix(partition) }
+func OutboxPrefix(partition string) []byte { return ownerPrefix(partition) }
 
-func outboxKey(partition string, id msgid.ID) []byte {
-	return append(outboxPrefix(partition), id...)
+func OutboxKey(partition string, id msgid.ID) []byte {
+	return append(OutboxPrefix(partition), id...)
 }
 
-func partitionStateKey(partition, name string) []byte {
+func PartitionStateKey(partition, name string) []byte {
 	return append(ownerPrefix(partition), name...)
 }
 
-func prefixEnd(p []byte) []byte {
+func PrefixEnd(p []byte) []byte {
 	end := append([]byte(nil), p...)
 	for i := len(end) - 1; i >= 0; i-- {
 		if end[i] < 0xff {
@@ -108,7 +114,7 @@ func prefixEnd(p []byte) []byte {
 }
 
 // tables used by the dedup variants.
-func dedupTable(compact bool) store.Table {
+func DedupTable(compact bool) store.Table {
 	if compact {
 		return store.CompactInputMessages
 	}

@@ -1,4 +1,4 @@
-package runtime
+package job
 
 import (
 	"context"
@@ -8,10 +8,13 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/tables"
 	"github.com/weir-stream/weir/transport"
 )
 
@@ -49,19 +52,19 @@ func TestAtMostOnceSinkNotGivenReloadedOutputs(t *testing.T) {
 		return out.Add("s", m.Payload)
 	})
 	noop := weir.Transform(func(weir.Context, *weir.Message, weir.Output) error { return nil })
-	plan := &Plan{Computations: map[string]*CompPlan{
+	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{
 		"A": {Code: copyIn, GroupBy: []string{"key"}, Partitions: 1, Inputs: []string{"in"}, Outputs: []string{"s"},
-			Sinks: []SinkPlan{{ID: "amo", InputStream: "s", New: func() (connector.Sink, error) {
+			Sinks: []plan.SinkPlan{{ID: "amo", InputStream: "s", New: func() (connector.Sink, error) {
 				return connector.NewAtMostOnceSink(w, connector.AtMostOnceStrategy{Enabled: true, SuspendDestructionDuration: time.Second}), nil
 			}}}},
 		// B never takes its input: A's outputs stay in A's outbox.
 		"B": {Code: noop, GroupBy: []string{"key"}, Partitions: 1, Inputs: []string{"s"}},
 	}}
-	if err := plan.Validate(); err != nil {
+	if err := pl.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	hub := transport.NewHub(0)
-	part := KeyedPartitionID("A", 0)
+	part := plan.KeyedPartitionID("A", 0)
 	send := func(i uint64) {
 		ts, _ := st.Timestamp(ctx)
 		m := &weir.Message{ID: msgid.Ordered(uint64(ts), "in", i), Stream: "in", SystemTimestamp: ts, AlignmentTimestamp: ts,
@@ -74,8 +77,8 @@ func TestAtMostOnceSinkNotGivenReloadedOutputs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		j, err := NewJob(Config{Plan: plan, Comp: plan.Computations["A"], Partition: PartitionSpec{ID: part, ToEnd: true},
-			JobID: JobID(lease.String()), Lease: lease, Store: st, Hub: hub, Board: NewBoard(), Rand: rand.New(rand.NewPCG(1, 1))})
+		j, err := New(Config{Plan: pl, Comp: pl.Computations["A"], Partition: plan.PartitionSpec{ID: part, ToEnd: true},
+			JobID: plan.JobID(lease.String()), Lease: lease, Store: st, Hub: hub, Board: board.NewBoard(), Rand: rand.New(rand.NewPCG(1, 1))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,9 +121,9 @@ func TestAtMostOnceSinkNotGivenReloadedOutputs(t *testing.T) {
 }
 
 func countOutbox(ctx context.Context, st store.Store, part transport.PartitionID) (int, []msgid.ID, error) {
-	p := outboxPrefix(string(part))
+	p := tables.OutboxPrefix(string(part))
 	var ids []msgid.ID
-	err := st.Scan(ctx, store.Range{Table: store.OutputMessages, Lo: p, Hi: prefixEnd(p)}, func(k, _ []byte) bool {
+	err := st.Scan(ctx, store.Range{Table: store.OutputMessages, Lo: p, Hi: tables.PrefixEnd(p)}, func(k, _ []byte) bool {
 		ids = append(ids, msgid.ID(k[len(p):]))
 		return true
 	})
