@@ -3,9 +3,11 @@ package job
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/store"
 )
 
@@ -128,3 +130,178 @@ func (c *collector) AddTimer(stream string, req weir.TimerRequest) error {
 }
 
 func (c *collector) Streams() []string { return c.job.comp.Outputs }
+
+// group is the work of one key in one epoch.
+type group struct {
+	key    weir.Key
+	timers []*timerEntry
+	msgs   []*weir.Message
+}
+
+// process runs user code for every key with fired timers or fresh messages.
+func (j *Job) process(ctx context.Context, ts store.Timestamp, msgs []*weir.Message, fired []*timerEntry) ([]emitted, error) {
+	groups := map[string]*group{}
+	get := func(k weir.Key) *group {
+		g, ok := groups[k.Encoded]
+		if !ok {
+			g = &group{key: k}
+			groups[k.Encoded] = g
+		}
+		return g
+	}
+	for _, t := range fired {
+		g := get(t.key)
+		g.timers = append(g.timers, t)
+	}
+	for _, m := range msgs {
+		g := get(m.Key)
+		g.msgs = append(g.msgs, m)
+	}
+	order := make([]*group, 0, len(groups))
+	for _, g := range groups {
+		order = append(order, g)
+	}
+	sort.Slice(order, func(a, b int) bool {
+		if order[a].key.Hash != order[b].key.Hash {
+			return order[a].key.Hash < order[b].key.Hash
+		}
+		return order[a].key.Encoded < order[b].key.Encoded
+	})
+	var out []emitted
+	code := j.comp.Code
+	for _, g := range order {
+		cc := &callContext{ctx: ctx, job: j, key: g.key, now: ts, eventWM: j.eventWM}
+		for _, t := range g.timers {
+			col := &collector{job: j, key: g.key, timer: &t.t}
+			if err := code.OnTimer(cc, &t.t, col); err != nil {
+				return nil, fmt.Errorf("computation %s: timer %s: %w", j.comp.Name, t.t.ID, err)
+			}
+			out = append(out, col.out...)
+		}
+		if len(g.msgs) == 0 {
+			continue
+		}
+		sort.SliceStable(g.msgs, func(a, b int) bool {
+			x, y := g.msgs[a], g.msgs[b]
+			if x.AlignmentTimestamp != y.AlignmentTimestamp {
+				return x.AlignmentTimestamp < y.AlignmentTimestamp
+			}
+			return x.ID < y.ID
+		})
+		if code.OnMessages != nil {
+			col := &collector{job: j, key: g.key, defaults: g.msgs, allowed: allowedSet(g.msgs)}
+			if err := code.OnMessages(cc, g.msgs, col); err != nil {
+				return nil, fmt.Errorf("computation %s: key batch: %w", j.comp.Name, err)
+			}
+			out = append(out, col.out...)
+		} else {
+			for _, m := range g.msgs {
+				one := []*weir.Message{m}
+				col := &collector{job: j, key: g.key, defaults: one, allowed: allowedSet(one)}
+				if err := code.OnMessage(cc, m, col); err != nil {
+					return nil, fmt.Errorf("computation %s: message %s: %w", j.comp.Name, m.ID, err)
+				}
+				out = append(out, col.out...)
+			}
+		}
+		if cc.err != nil {
+			return nil, cc.err
+		}
+	}
+	return out, nil
+}
+
+func allowedSet(msgs []*weir.Message) map[*weir.Message]bool {
+	s := make(map[*weir.Message]bool, len(msgs))
+	for _, m := range msgs {
+		s[m] = true
+	}
+	return s
+}
+
+// materialize assigns ids and meta to emitted outputs and registers timers.
+// Transform outputs get ordered ids from the epoch timestamp; SwiftMap
+// outputs inherit their parent's id (or a merged id of several parents).
+func (j *Job) materialize(ts store.Timestamp, emits []emitted) ([]*weir.Message, [][]*weir.Message, error) {
+	var outs []*weir.Message
+	var lineage [][]*weir.Message
+	index := map[string]uint64{}
+	for _, e := range emits {
+		if e.isTimer {
+			ev := e.req.EventTimestamp
+			if ev.IsZero() {
+				ev = e.req.Trigger
+			}
+			n := index["\x00timer\x00"+e.stream]
+			index["\x00timer\x00"+e.stream]++
+			id := msgid.Ordered(uint64(ts), e.stream, n)
+			if err := j.timers.add(&timerEntry{key: e.key, t: weir.Timer{
+				ID: id, Stream: e.stream, Key: e.key, TriggerTimestamp: e.req.Trigger,
+				EventTimestamp: ev, SystemTimestamp: ts,
+			}}); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		m := &weir.Message{Stream: e.stream, Payload: e.row}
+		if j.comp.Swift() {
+			if err := inheritMeta(m, e.parents, index); err != nil {
+				return nil, nil, fmt.Errorf("computation %s: %w", j.comp.Name, err)
+			}
+		} else {
+			n := index[e.stream]
+			index[e.stream]++
+			m.ID = msgid.Ordered(uint64(ts), e.stream, n)
+			m.SystemTimestamp, m.AlignmentTimestamp = ts, ts
+			m.EventTimestamp = minEventTime(e.parents)
+			if e.timer != nil && m.EventTimestamp.IsZero() {
+				m.EventTimestamp = e.timer.EventTimestamp
+			}
+		}
+		outs = append(outs, m)
+		lineage = append(lineage, e.parents)
+	}
+	return outs, lineage, nil
+}
+
+// inheritMeta gives a Swift output its deterministic id and timestamps.
+func inheritMeta(m *weir.Message, parents []*weir.Message, index map[string]uint64) error {
+	var base msgid.ID
+	if len(parents) == 1 {
+		p := parents[0]
+		base = p.ID
+		m.SystemTimestamp, m.AlignmentTimestamp, m.EventTimestamp = p.SystemTimestamp, p.AlignmentTimestamp, p.EventTimestamp
+	} else {
+		pids := make([]msgid.ID, len(parents))
+		for i, p := range parents {
+			pids[i] = p.ID
+		}
+		var err error
+		if base, err = msgid.Merged(pids); err != nil {
+			return err
+		}
+		// SystemTimestamp = max over parents, so the receiver's watermark
+		// filter never drops the merged message; the others are the minimum.
+		m.SystemTimestamp, m.AlignmentTimestamp = parents[0].SystemTimestamp, parents[0].AlignmentTimestamp
+		m.EventTimestamp = minEventTime(parents)
+		for _, p := range parents[1:] {
+			m.SystemTimestamp = max(m.SystemTimestamp, p.SystemTimestamp)
+			m.AlignmentTimestamp = min(m.AlignmentTimestamp, p.AlignmentTimestamp)
+		}
+	}
+	k := string(base) + "\x00" + m.Stream
+	n := index[k]
+	index[k]++
+	m.ID = msgid.Inherited(base, m.Stream, n)
+	return nil
+}
+
+func minEventTime(msgs []*weir.Message) time.Time {
+	var t time.Time
+	for _, m := range msgs {
+		if !m.EventTimestamp.IsZero() && (t.IsZero() || m.EventTimestamp.Before(t)) {
+			t = m.EventTimestamp
+		}
+	}
+	return t
+}
