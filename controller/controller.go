@@ -13,11 +13,16 @@
 // worker), but none of its commits can succeed, and the status board drops
 // its reports.
 //
-// Cycle is the deterministic step (tests call it directly with a manual
-// clock); Run drives it every scheduler period. Nothing slow runs under the
-// controller's mutex: the sources' partition listings (a Kafka metadata call
-// can take 30 s) run on a background goroutine whose result a later cycle
-// consumes, so that lease pings are never delayed by them.
+// A cycle observes, decides, then applies (cycle.go): it reads what it
+// needs from the store (lease states, a timestamp) without holding the
+// controller's mutex; decides under the mutex, touching only memory (the
+// layout, the board); and carries out its decisions — lease aborts, state
+// and watermark writes, dedup GC, lease creation and job starts, pings —
+// after releasing it. Tests call Cycle directly with a manual clock; Run
+// drives it every scheduler period. Nothing slow runs under the mutex: the
+// sources' partition listings (a Kafka metadata call can take 30 s) run on
+// a background goroutine whose result a later cycle consumes, so that lease
+// pings are never delayed by them.
 package controller
 
 import (
@@ -68,6 +73,10 @@ type Config struct {
 	LostWorkerTimeout time.Duration
 	// SchedulerPeriod: the cycle period of Run (default 100ms).
 	SchedulerPeriod time.Duration
+	// SyncListings lists the sources inside the cycle (before it takes the
+	// mutex) instead of on a background goroutine: deterministic
+	// simulations use it so that a seed replays the same layout changes.
+	SyncListings bool
 	// SourceRelistPeriod: how often sources are asked for their partition
 	// list, so that new source partitions get jobs (default 10s). Only the
 	// first listing runs inside a cycle; later ones run in the background.
@@ -221,7 +230,7 @@ type Stats struct {
 func New(cfg Config) (*Controller, error) {
 	cfg.defaults()
 	if cfg.Plan == nil || cfg.Store == nil || cfg.Hub == nil || cfg.Board == nil {
-		return nil, errors.New("controller: config lacks pl, store, hub or board")
+		return nil, errors.New("controller: config lacks plan, store, hub or board")
 	}
 	if len(cfg.Workers) == 0 {
 		return nil, errors.New("controller: no workers")
@@ -247,11 +256,13 @@ func (c *Controller) Load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.marks.load(ctx, c.cfg.Store, c.cfg.Plan); err != nil {
+	m := newMarks()
+	if err := m.load(ctx, c.cfg.Store, c.cfg.Plan); err != nil {
 		return err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.marks = m
 	if ok {
 		switch s {
 		case Pausing:
@@ -312,85 +323,6 @@ func (c *Controller) SetTarget(t State) error {
 	return nil
 }
 
-// Cycle runs one scheduling cycle, in Flow's order: check leases; remove
-// failed and lost jobs; decide completion; advance the state machine;
-// publish watermarks and controls and garbage-collect dedup rows; while
-// working or draining, start the jobs that are due (lease first), else stop
-// them; ping leases.
-func (c *Controller) Cycle(ctx context.Context) error {
-	err := c.firstLayout(ctx)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.stats.Cycles++
-	if err == nil {
-		err = c.cycle(ctx)
-	}
-	if err != nil {
-		c.stats.LastCycleError = err.Error()
-	}
-	return err
-}
-
-func (c *Controller) cycle(ctx context.Context) error {
-	st := c.cfg.Store
-	now := st.Now()
-	c.relist(now)
-	// Check leases: an expired or aborted lease removes its job.
-	for _, id := range c.order {
-		p := c.partitions[id]
-		if p.job == nil {
-			continue
-		}
-		ls, err := st.LeaseState(ctx, p.job.lease)
-		if err != nil {
-			return fmt.Errorf("controller: lease state of %s: %w", id, err)
-		}
-		if ls != store.LeaseActive {
-			c.stats.LeasesExpired++
-			c.removeJob(ctx, p, fmt.Errorf("job %s is lost since its lease is %s", p.job.id, ls), now)
-		}
-	}
-	c.removeFailedJobs(ctx, now)
-	if err := c.updateCompletion(ctx); err != nil {
-		return err
-	}
-	c.advanceState(ctx, now)
-	c.publishControls(ctx, now)
-
-	switch c.state {
-	case Working, Draining:
-		for _, id := range c.order {
-			p := c.partitions[id]
-			if p.job == nil && !c.complete[p.comp.Name] && !now.Before(p.restartAt) {
-				if err := c.startJob(ctx, p); err != nil {
-					return err
-				}
-			}
-		}
-	default:
-		c.stopAllJobs(ctx, now)
-	}
-	// Ping live leases.
-	for _, id := range c.order {
-		p := c.partitions[id]
-		if p.job == nil || now.Sub(p.job.pingedAt) < c.cfg.LeasePingPeriod {
-			continue
-		}
-		if err := st.PingLease(ctx, p.job.lease); err != nil {
-			if store.Classify(err) == store.ClassLeaseLost {
-				c.removeJob(ctx, p, err, now)
-				continue
-			}
-			// A failed ping is retried next cycle; if pings keep failing the
-			// lease expires and the job is replaced.
-			c.cfg.Logf("controller: ping lease of %s: %v", id, err)
-			continue
-		}
-		p.job.pingedAt = now
-	}
-	return nil
-}
-
 // Run cycles until ctx ends or the pipeline reaches Completed or Stopped; it
 // then stops every job. A paused pipeline keeps cycling, waiting for a new
 // target. When Run returns, no source listing is in flight (unless a
@@ -409,18 +341,14 @@ func (c *Controller) Run(ctx context.Context) (State, error) {
 				// Nothing can progress on this store handle: stop every job
 				// and report it, so that the process can exit and a restart
 				// reopens the store (which recovers a consistent state).
-				c.mu.Lock()
-				c.stopAllJobs(ctx, c.cfg.Store.Now())
-				c.mu.Unlock()
+				c.stopAll(ctx)
 				return c.State(), fmt.Errorf("controller: the store can no longer be used; restart to recover: %w", err)
 			}
 			c.cfg.Logf("controller: cycle: %v", err)
 		}
 		switch s := c.State(); s {
 		case Completed, Stopped:
-			c.mu.Lock()
-			c.stopAllJobs(ctx, c.cfg.Store.Now())
-			c.mu.Unlock()
+			c.stopAll(ctx)
 			return s, nil
 		}
 		select {

@@ -121,23 +121,31 @@ func (m *marks) load(ctx context.Context, st store.Store, pl *plan.Plan) error {
 	return nil
 }
 
-// persist writes the marks if they changed, at most once per
-// marksPersistPeriod unless force.
-func (m *marks) persist(ctx context.Context, st store.Store, now time.Time, force bool, logf func(string, ...any)) {
+// due returns the marks' encoding if they changed since they were last
+// persisted and, unless force, marksPersistPeriod has passed (nil if not).
+func (m *marks) due(now time.Time, force bool) []byte {
 	if !force && now.Sub(m.savedAt) < marksPersistPeriod {
-		return
+		return nil
 	}
 	b := m.encode()
 	if bytes.Equal(b, m.saved) {
-		return
+		return nil
 	}
+	return b
+}
+
+// persistMarks writes an encoding of the marks (from marks.due) and
+// records it as saved.
+func (c *Controller) persistMarks(ctx context.Context, b []byte, now time.Time) {
 	txn := store.NewTxn()
 	txn.Put(store.FlowState, []byte(marksKey), b)
-	if err := st.Commit(ctx, txn); err != nil {
-		logf("controller: persist published watermarks: %v", err)
+	if err := c.cfg.Store.Commit(ctx, txn); err != nil {
+		c.cfg.Logf("controller: persist published watermarks: %v", err)
 		return
 	}
-	m.saved, m.savedAt = b, now
+	c.mu.Lock()
+	c.marks.saved, c.marks.savedAt = b, now
+	c.mu.Unlock()
 }
 
 // ForgetWatermarks adds to txn the deletion of the persisted published
@@ -150,15 +158,19 @@ func ForgetWatermarks(txn *store.Txn) { txn.Delete(store.FlowState, []byte(marks
 
 // flushMarks persists the marks now if they changed.
 func (c *Controller) flushMarks(ctx context.Context) {
+	now := c.cfg.Store.Now()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.marks.persist(ctx, c.cfg.Store, c.cfg.Store.Now(), true, c.cfg.Logf)
+	b := c.marks.due(now, true)
+	c.mu.Unlock()
+	if b != nil {
+		c.persistMarks(ctx, b, now)
+	}
 }
 
 // updateCompletion marks computations complete, upstream first (iterating
-// to a fixed point), and records their completion watermarks. REQUIRES:
-// c.mu held.
-func (c *Controller) updateCompletion(ctx context.Context) error {
+// to a fixed point), and records their completion watermarks: ts, a store
+// timestamp taken for this cycle. REQUIRES: c.mu held.
+func (c *Controller) updateCompletion(ts store.Timestamp) {
 	pl := c.cfg.Plan
 	for changed := true; changed; {
 		changed = false
@@ -166,10 +178,6 @@ func (c *Controller) updateCompletion(ctx context.Context) error {
 			comp := pl.Computations[name]
 			if c.complete[name] || !c.computationComplete(comp) {
 				continue
-			}
-			ts, err := c.cfg.Store.Timestamp(ctx)
-			if err != nil {
-				return fmt.Errorf("controller: completion timestamp of %s: %w", name, err)
 			}
 			for _, s := range comp.Outputs {
 				mark := ts
@@ -185,7 +193,6 @@ func (c *Controller) updateCompletion(ctx context.Context) error {
 			c.cfg.Logf("controller: computation %s completed", name)
 		}
 	}
-	return nil
 }
 
 // computationComplete: every upstream computation is complete and every
@@ -277,8 +284,9 @@ func (c *Controller) writerMarks(comp *plan.CompPlan, s string) (wm store.Timest
 
 // publishControls computes stream watermarks, publishes each computation's
 // control, garbage-collects dedup rows below the watermarks every reader
-// applied, and persists the published marks. REQUIRES: c.mu held.
-func (c *Controller) publishControls(ctx context.Context, now time.Time) {
+// applied (eff.gc), and persists the published marks when due (eff.marks).
+// REQUIRES: c.mu held.
+func (c *Controller) publishControls(eff *effects, now time.Time) {
 	pl := c.cfg.Plan
 	sysWM := map[string]store.Timestamp{}
 	eventWM := map[string]time.Time{}
@@ -325,15 +333,11 @@ func (c *Controller) publishControls(ctx context.Context, now time.Time) {
 			key := name + "\x00" + s
 			wm := c.appliedWatermark(comp, s)
 			if wm > c.marks.gc[key] && wm != 0 {
-				if err := tables.GCDedup(ctx, c.cfg.Store, name, s, wm); err != nil {
-					c.cfg.Logf("controller: dedup GC of %s/%s: %v", name, s, err)
-					continue
-				}
-				c.marks.gc[key] = wm
+				eff.gc = append(eff.gc, dedupGC{comp: name, stream: s, wm: wm})
 			}
 		}
 	}
-	c.marks.persist(ctx, c.cfg.Store, now, false, c.cfg.Logf)
+	eff.marks = c.marks.due(now, false)
 }
 
 // appliedWatermark is the lowest input SystemWatermark of stream s that
