@@ -297,7 +297,7 @@ func (d *Decision) String() string {
 		return "idle"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "ts=%d", d.TS)
+	fmt.Fprintf(&b, "ts=%016x", uint64(d.TS))
 	if len(d.Fresh) > 0 {
 		fmt.Fprintf(&b, " inputs=%s", idList(d.Fresh))
 	}
@@ -311,7 +311,7 @@ func (d *Decision) String() string {
 		}
 	}
 	if d.Commit {
-		fmt.Fprintf(&b, "\n  commit %s", txnSummary(d.Txn))
+		fmt.Fprintf(&b, "\n  commit (lease-fenced) %s", txnSummary(d.Txn))
 	} else {
 		b.WriteString("\n  no commit")
 	}
@@ -338,9 +338,9 @@ func txnSummary(txn *store.Txn) string {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s×%d", k, counts[k])
+	parts := []string{"partition_transactions row"}
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s×%d", k, counts[k]))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -140,7 +140,10 @@ func New(cfg Config) (*Job, error) {
 	}
 	pid := string(cfg.Partition.ID)
 	j.tx = newTxManager(cfg.Store, pid, cfg.Lease, c.LeaseCheckPeriod, cfg.Rand)
-	j.inputs = newInputStore(cfg.Store, c.Name, c.CompactDedup, c.Mode == plan.ExactlyOnce && !c.Swift())
+	// Only internal inputs are deduplicated by id: a source's records are
+	// deduplicated by their offsets (the position commits with the epoch),
+	// and a Swift computation's inputs by watermark.
+	j.inputs = newInputStore(cfg.Store, c.Name, c.CompactDedup, c.Mode == plan.ExactlyOnce && !c.Swift() && !c.IsSource())
 	j.states = newStateManager(cfg.Store, c.Name, c.StateCacheBytes)
 	j.timers = newTimerStore(c.Name, c.Timers, c.TimerCountLimit, c.TimerBytesLimit)
 	j.box = newOutbox(cfg.Store, pid)

@@ -21,7 +21,6 @@ import (
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/controller"
-	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/internal/testconn"
 	"github.com/weir-stream/weir/job"
 	"github.com/weir-stream/weir/plan"
@@ -171,7 +170,7 @@ func New(t testing.TB, o Options) *Harness {
 	}}
 	if o.Timers {
 		c := pl.Computations["Counter"]
-		c.Code = TimerCounter()
+		c.Code = testconn.TimerCounter()
 		c.Timers = map[string]plan.TimerPlan{"fire": {}}
 	}
 	if o.ExtraStage {
@@ -376,35 +375,6 @@ func summarize(c []int64) string {
 		return fmt.Sprint(c)
 	}
 	return fmt.Sprintf("%v … %v (%d values)", c[:6], c[len(c)-6:], len(c))
-}
-
-var fired = weir.NewState[int64]("fired")
-
-// TimerCounter is a Transform with an event-time timer stream "fire": every
-// message registers a timer at its event time plus one second (event times
-// are distinct, so no two timers of a key coincide), and each fired timer
-// increments the key's count and emits {"key", "count"}. The oracle is the
-// counter's: counts 1..n once each, now driven by timers.
-func TimerCounter() weir.Computation {
-	return weir.Computation{
-		Kind: weir.KindTransform,
-		OnMessage: func(ctx weir.Context, msg *weir.Message, out weir.Output) error {
-			return out.AddTimer("fire", weir.TimerRequest{Trigger: msg.EventTimestamp.Add(time.Second)})
-		},
-		OnTimer: func(ctx weir.Context, t *weir.Timer, out weir.Output) error {
-			n, err := fired.Get(ctx)
-			if err != nil {
-				return err
-			}
-			n++
-			fired.Set(ctx, n)
-			k, err := codec.DecodeKey([]byte(ctx.Key().Encoded))
-			if err != nil || len(k) != 1 {
-				return fmt.Errorf("timer key: %v", err)
-			}
-			return out.Add("counts", weir.Row{"key": k[0], "count": n})
-		},
-	}
 }
 
 // sourceRows returns the generated input, per source partition.
