@@ -140,6 +140,7 @@ func New(cfg Config) (*Job, error) {
 	}
 	pid := string(cfg.Partition.ID)
 	j.tx = newTxManager(cfg.Store, pid, cfg.Lease, c.LeaseCheckPeriod, cfg.Rand)
+	j.tx.logf = cfg.Logf
 	// Only internal inputs are deduplicated by id: a source's records are
 	// deduplicated by their offsets (the position commits with the epoch),
 	// and a Swift computation's inputs by watermark.

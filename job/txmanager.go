@@ -45,10 +45,12 @@ type txManager struct {
 	resolveAttempts int
 	// Stats for tests and metrics.
 	ambiguous, resolvedApplied, resolvedRetried int
+	logf                                        func(format string, args ...any)
 }
 
 func newTxManager(st store.Store, partition string, lease store.LeaseID, period time.Duration, rnd *rand.Rand) *txManager {
-	return &txManager{st: st, partition: partition, lease: lease, period: period, rnd: rnd, now: st.Now, resolveAttempts: 5}
+	return &txManager{st: st, partition: partition, lease: lease, period: period, rnd: rnd, now: st.Now, resolveAttempts: 5,
+		logf: func(string, ...any) {}}
 }
 
 func (m *txManager) rowKey() []byte { return []byte(m.partition) }
@@ -90,6 +92,7 @@ func (m *txManager) commit(ctx context.Context, txn *store.Txn, ts store.Timesta
 		}
 		if applied {
 			m.resolvedApplied++
+			m.logf("%s: commit outcome unknown (%v); the partition_transactions row shows this epoch: applied", m.partition, err)
 			err = nil
 			break
 		}
@@ -97,6 +100,7 @@ func (m *txManager) commit(ctx context.Context, txn *store.Txn, ts store.Timesta
 			return fmt.Errorf("epoch commit of %s stayed ambiguous after %d attempts: %w", m.partition, attempt+1, err)
 		}
 		m.resolvedRetried++
+		m.logf("%s: commit outcome unknown (%v); the partition_transactions row still shows the previous epoch: committing again", m.partition, err)
 		err = m.st.Commit(ctx, txn)
 		if errors.Is(err, store.ErrConflict) {
 			// The row moved: an earlier attempt applied after all.
