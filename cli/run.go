@@ -32,7 +32,10 @@ import (
 func runRun(o *Options, args []string) error {
 	fs := newFlags(o, "run", "--data DIR --spec FILE",
 		"Runs the pipeline of FILE (YSON or YAML) on DIR's embedded store until it\n"+
-			"completes (all sources finite and processed) or is stopped. SIGTERM or\n"+
+			"completes (all sources finite and processed) or is stopped. A completed\n"+
+			"run is final; running the command again starts a new run that processes\n"+
+			"what arrived since, each row exactly once across runs (a changed spec is\n"+
+			"accepted then too). SIGTERM or\n"+
 			"SIGINT drains and stops cleanly (a second one stops at once); after a\n"+
 			"SIGKILL, the same command resumes with nothing lost or duplicated.\n"+
 			"While it runs, a loopback admin API serves /status and /metrics, and\n"+
@@ -66,7 +69,7 @@ func runRun(o *Options, args []string) error {
 	if *verbose {
 		logf = logger.Printf
 	}
-	r, err := startRunner(context.Background(), o, *dir, p, st, *admin, logf)
+	r, err := startRunner(context.Background(), o, *dir, p, st, *admin, logf, logger.Printf)
 	if err != nil {
 		return err
 	}
@@ -116,11 +119,13 @@ type runner struct {
 	lastT time.Time
 }
 
-func startRunner(ctx context.Context, o *Options, dir string, p *spec.Pipeline, st store.Store, admin string, logf func(string, ...any)) (*runner, error) {
+// startRunner builds the engine and serves its admin API; logf gets the
+// verbose log, warnf what the operator must always see.
+func startRunner(ctx context.Context, o *Options, dir string, p *spec.Pipeline, st store.Store, admin string, logf, warnf func(string, ...any)) (*runner, error) {
 	queue.OpenStore = func(other string) (store.Store, error) {
 		return pstore.Open(filepath.Join(other, storeSubdir), pstore.Options{})
 	}
-	eng, err := engine.New(ctx, engine.Config{Spec: p, Store: st, Classes: o.Classes, Connectors: o.Connectors, Logf: logf})
+	eng, err := engine.New(ctx, engine.Config{Spec: p, Store: st, Classes: o.Classes, Connectors: o.Connectors, Logf: logf, Warnf: warnf})
 	if err != nil {
 		return nil, err
 	}
@@ -347,6 +352,9 @@ func summarize(s engine.Status) string {
 	for _, name := range sortedNames(s.Computations) {
 		c := s.Computations[name]
 		out += fmt.Sprintf("%s %d in, %d duplicates dropped, %d out; ", name, c.Inputs, c.Duplicates, c.Outputs)
+	}
+	if out == "" {
+		out = "no new input; "
 	}
 	return out + fmt.Sprintf("%d jobs started, %d failed, %d lost", s.Controller.JobsStarted, s.Controller.JobsFailed, s.Controller.JobsLost) + failingNote(s)
 }
