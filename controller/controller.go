@@ -187,14 +187,18 @@ type Controller struct {
 	order          []transport.PartitionID
 	laidOut        bool
 	seq            int
-	complete       map[string]bool // computation → completed
+	complete       map[string]bool        // computation → completed
+	sources        map[string]*sourceList // source computation → its listing
 	exiting        []exitingJob
 	drain          drainCheck
 	marks          marks
 	listing        lister
+	flog           failureLog
 	stats          Stats
 	// previousRunCompleted: Load found the state of a completed run.
 	previousRunCompleted bool
+	// halting: Halt was called; Run returns once the pipeline is paused.
+	halting bool
 }
 
 // Stats counts controller events.
@@ -226,7 +230,9 @@ func New(cfg Config) (*Controller, error) {
 		cfg: cfg, state: Working, target: Working,
 		partitions: map[transport.PartitionID]*partition{},
 		complete:   map[string]bool{},
+		sources:    map[string]*sourceList{},
 		marks:      newMarks(),
+		flog:       newFailureLog(cfg.FailureLogPeriod, cfg.Warnf),
 	}
 	c.listing.init()
 	return c, nil
@@ -325,6 +331,20 @@ func (c *Controller) SetTarget(t State) error {
 	return nil
 }
 
+// Halt stops the pipeline hard, as 'weir run' does when a drain does not
+// finish within its drain timeout: like a pause, every job is removed at
+// once and its lease aborted (no commit of it can succeed any more);
+// in-flight data stays in the store, and the next run resumes it exactly
+// once. Run returns once the pipeline is paused. A completed run is left
+// as it is.
+func (c *Controller) Halt() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != Completed {
+		c.target, c.halting = Paused, true
+	}
+}
+
 // Cycle runs one scheduling cycle, in Flow's order: check leases; remove
 // failed and lost jobs; decide completion; advance the state machine;
 // publish watermarks and controls and garbage-collect dedup rows; while
@@ -401,12 +421,13 @@ func (c *Controller) cycle(ctx context.Context) error {
 		}
 		p.job.pingedAt = now
 	}
+	c.flushFailures(now)
 	return nil
 }
 
-// Run cycles until ctx ends or the pipeline reaches Completed or Stopped; it
-// then stops every job. A paused pipeline keeps cycling, waiting for a new
-// target. When Run returns, no source listing is in flight (unless a
+// Run cycles until ctx ends or the pipeline reaches Completed or Stopped,
+// or Paused after Halt; it then stops every job. A paused pipeline keeps
+// cycling otherwise, waiting for a new target. When Run returns, no source listing is in flight (unless a
 // source ignored the cancellation for more than 5 seconds).
 func (c *Controller) Run(ctx context.Context) (State, error) {
 	defer c.listing.stop(5 * time.Second)
@@ -429,13 +450,14 @@ func (c *Controller) Run(ctx context.Context) (State, error) {
 			}
 			c.cfg.Logf("controller: cycle: %v", err)
 		}
-		switch s := c.State(); s {
-		case Completed, Stopped:
-			c.mu.Lock()
+		c.mu.Lock()
+		s := c.state
+		if s == Completed || s == Stopped || s == Paused && c.halting {
 			c.stopAllJobs(ctx, c.cfg.Store.Now())
 			c.mu.Unlock()
 			return s, nil
 		}
+		c.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return c.State(), ctx.Err()

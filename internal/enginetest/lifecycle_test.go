@@ -286,3 +286,45 @@ func TestNewRunAfterCompletion(t *testing.T) {
 		})
 	}
 }
+
+// TestHaltPausesAndResumesExactlyOnce (issue 13 item 3, the hard stop of a
+// drain that timed out): Halt during a drain removes every job at once
+// (leases aborted), Run returns paused, the paused state is persisted, and
+// a later run resumes and completes exactly once.
+func TestHaltPausesAndResumesExactlyOnce(t *testing.T) {
+	ctx := context.Background()
+	h := New(t, Options{Seed: 45, Messages: 3000, BatchRows: 20})
+	n := 0
+	if err := h.RunUntil(ctx, 30*time.Second, func() bool { n++; return n > 5 }, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Ctl.SetTarget(controller.Stopped); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Cycle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.Ctl.Halt()
+	runCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	state, err := h.Ctl.Run(runCtx)
+	if err != nil || state != controller.Paused {
+		t.Fatalf("Run after Halt returned %s, %v; want paused", state, err)
+	}
+	for _, p := range h.Ctl.Partitions() {
+		if p.Job != "" {
+			t.Errorf("partition %s still has job %s after the hard stop", p.Partition, p.Job)
+		}
+	}
+	if v, ok, err := h.Store.Get(ctx, store.FlowState, []byte("pipeline_state")); err != nil || !ok || string(v) != string(controller.Paused) {
+		t.Fatalf("persisted state %q (%v, %v), want paused", v, ok, err)
+	}
+	h.restartProcess(ctx)
+	if err := h.Ctl.SetTarget(controller.Working); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.RunToCompletion(ctx, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	h.RequireExactlyOnce(ctx)
+}
