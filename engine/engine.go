@@ -162,7 +162,23 @@ type Status struct {
 	// the controller restarts their partition's job with backoff, and the
 	// new job sends the undelivered outputs again.
 	SinkFailures []SinkFailure `json:"sink_failures,omitempty"`
+	// SourceErrors lists the source computations whose source could not
+	// be listed (a broker that cannot be reached, a missing topic): the
+	// listing is retried with backoff, and a computation whose source was
+	// never listed cannot run or complete.
+	SourceErrors []SourceError `json:"source_errors,omitempty"`
 	Uptime       float64       `json:"uptime_seconds"`
+}
+
+// SourceError is a source computation whose listings fail.
+type SourceError struct {
+	Computation string `json:"computation"`
+	// Listed: an earlier listing succeeded (its partitions keep running).
+	Listed              bool   `json:"listed"`
+	ConsecutiveFailures int    `json:"consecutive_failures"`
+	LastError           string `json:"last_error"`
+	// RetryAt is when the next listing starts, while never listed.
+	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
 
 // Failing is a partition whose jobs failed since its last healthy run.
@@ -198,7 +214,20 @@ func (e *Engine) Status() Status {
 		}
 	}
 	st.SinkFailures = e.sinkFailures(st.Partitions)
+	st.SourceErrors = e.sourceErrors()
 	return st
+}
+
+// sourceErrors lists the sources whose last listing failed.
+func (e *Engine) sourceErrors() []SourceError {
+	var out []SourceError
+	for _, s := range e.ctl.Sources() {
+		if s.ConsecutiveFailures > 0 {
+			out = append(out, SourceError{Computation: s.Computation, Listed: s.Listed,
+				ConsecutiveFailures: s.ConsecutiveFailures, LastError: s.LastError, RetryAt: s.RetryAt})
+		}
+	}
+	return out
 }
 
 // sinkFailures merges the sink failures the controller recorded when it
