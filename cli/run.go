@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -36,15 +37,23 @@ func runRun(o *Options, args []string) error {
 			"run is final; running the command again starts a new run that processes\n"+
 			"what arrived since, each row exactly once across runs (a changed spec is\n"+
 			"accepted then too). SIGTERM or\n"+
-			"SIGINT drains and stops cleanly (a second one stops at once); after a\n"+
-			"SIGKILL, the same command resumes with nothing lost or duplicated.\n"+
+			"SIGINT drains and stops cleanly; if the drain takes longer than\n"+
+			"--drain-timeout (a job that keeps failing never drains), it stops hard:\n"+
+			"every job stops, the pipeline is paused, nothing is lost and the next run\n"+
+			"resumes exactly once. A second signal stops at once. After a SIGKILL, the\n"+
+			"same command resumes with nothing lost or duplicated.\n"+
 			"While it runs, a loopback admin API serves /status and /metrics, and\n"+
-			"'weir pipeline' and 'weir queue' commands work through it.")
+			"'weir pipeline' and 'weir queue' commands work through it. Failures (a\n"+
+			"job failing in user code or a sink, a source that cannot be reached) are\n"+
+			"written to stderr: the first at once, repeats summarized every 10s.\n\n"+
+			"Exit codes: 0 completed or stopped (drained); 1 error; 2 usage;\n"+
+			"3 the drain timed out and the pipeline was stopped hard (paused).")
 	dir := fs.String("data", "", "data directory (required; created if missing)")
 	specPath := fs.String("spec", "", "pipeline spec file, .yson or .yaml (required)")
 	admin := fs.String("admin", "127.0.0.1:0", "admin API listen address (loopback)")
 	progress := fs.Duration("progress", 2*time.Second, "progress line period on stderr (0: off)")
 	verbose := fs.Bool("v", false, "log job restarts and controller events")
+	drainTimeout := fs.Duration("drain-timeout", defaultDrainTimeout, "on SIGTERM/SIGINT, how long to drain before stopping hard (exit code 3; 0: no limit)")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -81,16 +90,8 @@ func runRun(o *Options, args []string) error {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	go func() {
-		<-sigs
-		logger.Printf("signal received: draining (send it again to stop at once)")
-		if err := r.eng.Controller().SetTarget(controller.Stopped); err != nil {
-			logger.Printf("%v", err)
-		}
-		<-sigs
-		logger.Printf("second signal: stopping now")
-		cancel()
-	}()
+	sh := &signalHandler{r: r, logf: logger.Printf, drainTimeout: *drainTimeout, cancel: cancel}
+	go sh.run(ctx, sigs)
 	if *progress > 0 {
 		go r.progressLoop(ctx, o.Stderr, *progress)
 	}
@@ -99,6 +100,9 @@ func runRun(o *Options, args []string) error {
 	logger.Printf("pipeline %s after %.1fs: %s", state, s.Uptime, summarize(s))
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
+	}
+	if sh.halted.Load() && state != controller.Completed && state != controller.Stopped {
+		return sh.drainTimedOut(state)
 	}
 	if state != controller.Completed && state != controller.Stopped {
 		return fmt.Errorf("pipeline ended in state %s", state)
@@ -297,22 +301,37 @@ func (r *runner) progressLine(ctx context.Context) string {
 	return line + failingNote(s)
 }
 
-// failingNote names the partitions whose jobs keep failing, with the first
-// one's last error ("" if none).
+// failingNote names the sources that cannot be listed and the partitions
+// whose jobs keep failing, with the first one's last error ("" if none).
 func failingNote(s engine.Status) string {
+	if len(s.SourceErrors) > 0 {
+		f := s.SourceErrors[0]
+		note := fmt.Sprintf("  FAILING: the source of %s cannot be listed (%d× in a row: %s)", f.Computation, f.ConsecutiveFailures, cut(f.LastError, 120))
+		if n := len(s.SourceErrors) - 1 + len(s.Failing); n > 0 {
+			note += fmt.Sprintf(" and %d more; see 'weir pipeline status'", n)
+		}
+		return note
+	}
 	if len(s.Failing) == 0 {
 		return ""
 	}
 	f := s.Failing[0]
-	msg := f.LastError
-	if len(msg) > 120 {
-		msg = msg[:117] + "..."
-	}
-	note := fmt.Sprintf("  FAILING: %s (%d× in a row: %s)", f.Partition, f.ConsecutiveFailures, msg)
+	note := fmt.Sprintf("  FAILING: %s (%d× in a row: %s)", f.Partition, f.ConsecutiveFailures, cut(f.LastError, 120))
 	if n := len(s.Failing) - 1; n > 0 {
 		note += fmt.Sprintf(" and %d more partition(s); see 'weir pipeline status'", n)
 	}
 	return note
+}
+
+// cut returns s's first line, at most n bytes ("..." marks a cut).
+func cut(s string, n int) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " ..."
+	}
+	if len(s) > n {
+		s = strings.ToValidUTF8(s[:n-3], "") + "..."
+	}
+	return s
 }
 
 // queueLag sums, over the spec's QueueSources, the rows not yet committed
