@@ -36,12 +36,12 @@ func runRun(o *Options, args []string) error {
 			"completes (all sources finite and processed) or is stopped. A completed\n"+
 			"run is final; running the command again starts a new run that processes\n"+
 			"what arrived since, each row exactly once across runs (a changed spec is\n"+
-			"accepted then too). SIGTERM or\n"+
-			"SIGINT drains and stops cleanly; if the drain takes longer than\n"+
-			"--drain-timeout (a job that keeps failing never drains), it stops hard:\n"+
-			"every job stops, the pipeline is paused, nothing is lost and the next run\n"+
-			"resumes exactly once. A second signal stops at once. After a SIGKILL, the\n"+
-			"same command resumes with nothing lost or duplicated.\n"+
+			"accepted then too).\n\n"+
+			"SIGTERM or SIGINT drains and stops cleanly; if the drain takes longer\n"+
+			"than --drain-timeout (a job that keeps failing never drains), it stops\n"+
+			"hard: every job stops, the pipeline is paused, nothing is lost and the\n"+
+			"next run resumes exactly once. A second signal stops at once. After a\n"+
+			"SIGKILL, the same command resumes with nothing lost or duplicated.\n\n"+
 			"While it runs, a loopback admin API serves /status and /metrics, and\n"+
 			"'weir pipeline' and 'weir queue' commands work through it. Failures (a\n"+
 			"job failing in user code or a sink, a source that cannot be reached) are\n"+
@@ -60,6 +60,11 @@ func runRun(o *Options, args []string) error {
 	if *dir == "" || *specPath == "" {
 		return usageErr(fs, "need --data DIR and --spec FILE")
 	}
+	// Signals are caught from here on: one that comes while the store
+	// opens and the pipeline starts is a drain once it runs, not an exit.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
 	b, err := os.ReadFile(*specPath)
 	if err != nil {
 		return fmt.Errorf("read spec: %w", err)
@@ -87,9 +92,6 @@ func runRun(o *Options, args []string) error {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
 	sh := &signalHandler{r: r, logf: logger.Printf, drainTimeout: *drainTimeout, cancel: cancel}
 	go sh.run(ctx, sigs)
 	if *progress > 0 {

@@ -66,7 +66,8 @@ func editSpec(t *testing.T, example, old, new string) string {
 	return string(bytes.Replace(b, []byte(old), []byte(new), 1))
 }
 
-// TestRerunAfterCompletion (issue 13 item 1): README's "Using it" steps
+// TestRerunAfterCompletion (issue 13 item 1), for the sync and the async
+// (transactional outbox) counter examples: README's "Using it" steps
 // repeated. A completed run is final, but running 'weir run' again starts
 // a new run that processes the rows written since — under SIGKILLs too —
 // and says so; a rerun with nothing new completes without output; a
@@ -76,15 +77,21 @@ func editSpec(t *testing.T, example, old, new string) string {
 // computation's watermark is a store timestamp, so the downstream Counter
 // does not drop the next run's rows as processed).
 func TestRerunAfterCompletion(t *testing.T) {
-	dir, want := setup(t, 4000, 60, 21)
-	spec := exampleSpec("counter")
+	for i, example := range []string{"counter", "counter-async"} {
+		t.Run(example, func(t *testing.T) { rerunAfterCompletion(t, example, uint64(21+10*i)) })
+	}
+}
+
+func rerunAfterCompletion(t *testing.T, example string, seed uint64) {
+	dir, want := setup(t, 4000, 60, seed)
+	spec := exampleSpec(example)
 	if errOut, code := runWeir(t, "run", "--data", dir, "--spec", spec, "--progress", "0"); code != 0 || !strings.Contains(errOut, "pipeline completed") {
 		t.Fatalf("first run: exit %d\n%s", code, errOut)
 	}
 	checkExact(t, readCounts(t, dir), want)
 
-	writeEvents(t, dir, 3000, 60, 22, want)
-	kills := runKilled(t, dir, spec, 22, 3)
+	writeEvents(t, dir, 3000, 60, seed+1, want)
+	kills := runKilled(t, dir, spec, seed+1, 3)
 	t.Logf("second run: %d SIGKILLs", kills)
 	checkExact(t, readCounts(t, dir), want)
 
@@ -101,8 +108,8 @@ func TestRerunAfterCompletion(t *testing.T) {
 
 	// A different static spec (Counter repartitioned) on the completed
 	// pipeline: accepted, and it processes the next rows.
-	eight := writeSpec(t, "eight.yson", editSpec(t, "counter", `"group_by" = ["key"];`, `"group_by" = ["key"]; "partition_count" = 8;`))
-	writeEvents(t, dir, 2000, 60, 23, want)
+	eight := writeSpec(t, "eight.yson", editSpec(t, example, `"group_by" = ["key"];`, `"group_by" = ["key"]; "partition_count" = 8;`))
+	writeEvents(t, dir, 2000, 60, seed+2, want)
 	if errOut, code := runWeir(t, "run", "--data", dir, "--spec", eight, "--progress", "0"); code != 0 || !strings.Contains(errOut, "pipeline completed") {
 		t.Fatalf("run with a changed spec: exit %d\n%s", code, errOut)
 	}
