@@ -58,7 +58,7 @@ func (c *Controller) removeFailedJobs(ctx context.Context, now time.Time) {
 			continue
 		}
 		if p.failures > 0 && reported && now.Sub(p.job.startedAt) >= c.cfg.RestartBackoffMax {
-			c.cfg.Logf("controller: %s runs healthy again after %d failures", id, p.failures)
+			c.logRecovery(p)
 			p.failures, p.sinkFailures = 0, nil
 		}
 	}
@@ -92,6 +92,7 @@ func (c *Controller) fail(ctx context.Context, p *partition, err error, now time
 	if d > 0 {
 		c.cfg.Logf("controller: %s failed %d time(s) in a row; next job in %v", p.spec.ID, p.failures, d)
 	}
+	c.logFailure(p, now)
 }
 
 // backoff is the delay after the n-th consecutive failure (n ≥ 1):

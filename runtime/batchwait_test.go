@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -23,23 +22,9 @@ func TestBatchDurationWaitsToFill(t *testing.T) {
 	plan := &Plan{Computations: map[string]*CompPlan{
 		"B": {Code: noop, GroupBy: []string{"key"}, Partitions: 1, Inputs: []string{"s"}, Batch: BatchPlan{MaxRows: 10}},
 	}}
-	if err := plan.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	lease, err := st.CreateLease(ctx, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
 	hub := transport.NewHub(0)
 	part := KeyedPartitionID("B", 0)
-	j, err := NewJob(Config{Plan: plan, Comp: plan.Computations["B"], Partition: PartitionSpec{ID: part, ToEnd: true},
-		JobID: "b", Lease: lease, Store: st, Hub: hub, Board: NewBoard(), Rand: rand.New(rand.NewPCG(1, 1))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
+	j := startTestJob(t, st, hub, plan, "B", PartitionSpec{ID: part, ToEnd: true})
 	next := uint64(0)
 	send := func(n int) {
 		for ; n > 0; n-- {

@@ -537,7 +537,9 @@ type group struct {
 	msgs   []*weir.Message
 }
 
-// process runs user code for every key with fired timers or fresh messages.
+// process runs user code for every key with fired timers or fresh
+// messages; each call goes through runUser (recover.go), which turns its
+// failure into a *UserCodeError naming the input.
 func (j *Job) process(ctx context.Context, ts store.Timestamp, msgs []*weir.Message, fired []*timerEntry) ([]emitted, error) {
 	groups := map[string]*group{}
 	get := func(k weir.Key) *group {
@@ -572,8 +574,8 @@ func (j *Job) process(ctx context.Context, ts store.Timestamp, msgs []*weir.Mess
 		cc := &callContext{ctx: ctx, job: j, key: g.key, now: ts, eventWM: j.eventWM}
 		for _, t := range g.timers {
 			col := &collector{job: j, key: g.key, timer: &t.t}
-			if err := code.OnTimer(cc, &t.t, col); err != nil {
-				return nil, fmt.Errorf("computation %s: timer %s: %w", j.comp.Name, t.t.ID, err)
+			if err := j.runUser(userCall{timer: &t.t}, col, func() error { return code.OnTimer(cc, &t.t, col) }); err != nil {
+				return nil, err
 			}
 			out = append(out, col.out...)
 		}
@@ -589,16 +591,16 @@ func (j *Job) process(ctx context.Context, ts store.Timestamp, msgs []*weir.Mess
 		})
 		if code.OnMessages != nil {
 			col := &collector{job: j, key: g.key, defaults: g.msgs, allowed: allowedSet(g.msgs)}
-			if err := code.OnMessages(cc, g.msgs, col); err != nil {
-				return nil, fmt.Errorf("computation %s: key batch: %w", j.comp.Name, err)
+			if err := j.runUser(userCall{msgs: g.msgs}, col, func() error { return code.OnMessages(cc, g.msgs, col) }); err != nil {
+				return nil, err
 			}
 			out = append(out, col.out...)
 		} else {
 			for _, m := range g.msgs {
 				one := []*weir.Message{m}
 				col := &collector{job: j, key: g.key, defaults: one, allowed: allowedSet(one)}
-				if err := code.OnMessage(cc, m, col); err != nil {
-					return nil, fmt.Errorf("computation %s: message %s: %w", j.comp.Name, m.ID, err)
+				if err := j.runUser(userCall{msgs: one}, col, func() error { return code.OnMessage(cc, m, col) }); err != nil {
+					return nil, err
 				}
 				out = append(out, col.out...)
 			}

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -34,27 +33,13 @@ func TestSwiftStateRefused(t *testing.T) {
 	plan := &Plan{Computations: map[string]*CompPlan{
 		"S": {Code: code, GroupBy: []string{"key"}, Partitions: 1, Inputs: []string{"in"}, Outputs: []string{"out"}},
 	}}
-	if err := plan.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	lease, err := st.CreateLease(ctx, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
 	hub := transport.NewHub(0)
 	part := KeyedPartitionID("S", 0)
-	j, err := NewJob(Config{Plan: plan, Comp: plan.Computations["S"], Partition: PartitionSpec{ID: part, ToEnd: true},
-		JobID: "s", Lease: lease, Store: st, Hub: hub, Board: NewBoard(), Rand: rand.New(rand.NewPCG(1, 1))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
+	j := startTestJob(t, st, hub, plan, "S", PartitionSpec{ID: part, ToEnd: true})
 	ts, _ := st.Timestamp(ctx)
 	hub.Offer(transport.SenderToken{}, part, &weir.Message{ID: msgid.Ordered(uint64(ts), "in", 0), Stream: "in",
 		SystemTimestamp: ts, AlignmentTimestamp: ts, Payload: weir.Row{"key": "k"}}, 10, nil, false)
-	_, err = j.Epoch(ctx)
+	_, err := j.Epoch(ctx)
 	if err == nil || !strings.Contains(err.Error(), "may not use state") || !strings.Contains(err.Error(), "Transform") {
 		t.Fatalf("epoch of a SwiftMap using state: %v; want an error refusing state", err)
 	}

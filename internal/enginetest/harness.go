@@ -213,6 +213,7 @@ func (h *Harness) NewController() *controller.Controller {
 		LeaseTimeout: lt, LeasePingPeriod: lt / 5, LostWorkerTimeout: lost,
 		RestartBackoff: backoff, RestartBackoffMax: o.RestartBackoffMax, SourceRelistPeriod: o.SourceRelistPeriod,
 		Hooks: o.Hooks, Rand: rand.New(rand.NewPCG(o.Seed, 11)), Logf: h.logf,
+		Warnf: func(format string, args ...any) { h.logf("warn: "+format, args...) },
 	})
 	if err != nil {
 		h.T.Fatalf("controller: %v", err)
