@@ -40,6 +40,11 @@ type Context interface {
 // ids from the epoch's sequence number; outputs of a SwiftMap inherit the id
 // of their single parent (or, with allow_batching_with_relaxed_guarantees, a
 // merged id of several).
+//
+// An output the engine refuses (an undeclared stream, a parent that is not
+// an input of the call, a timer on an unknown timer stream) returns an
+// error and fails the call even if the code ignores that error: dropping
+// the output silently would lose data.
 type Output interface {
 	// Add emits row on stream with the default parents: the current message,
 	// the whole batch of a per-batch function, or the current timer.
@@ -54,7 +59,11 @@ type Output interface {
 	Streams() []string
 }
 
-// MessageFunc processes one message.
+// MessageFunc processes one message. A returned error or a panic fails the
+// call: nothing of the epoch is committed, the partition's job fails and is
+// restarted with backoff, and the error names the computation, the
+// partition and the message (for a source message, its source partition and
+// offset), so that a poison message can be found.
 type MessageFunc func(ctx Context, msg *Message, out Output) error
 
 // BatchFunc processes the messages of one key in one epoch, in processing

@@ -95,6 +95,14 @@ type Config struct {
 
 	Rand *rand.Rand
 	Logf func(format string, args ...any)
+	// Warnf receives what an operator must see without verbose logging: a
+	// partition's first job failure, at most one summary of further
+	// failures per FailureLogPeriod, a partition running healthy again,
+	// and sources whose partitions cannot be listed (nil: discard).
+	Warnf func(format string, args ...any)
+	// FailureLogPeriod bounds how often Warnf gets a summary of repeated
+	// failures (default 10s).
+	FailureLogPeriod time.Duration
 }
 
 // Worker is where the controller runs jobs (worker.Worker in the embedded
@@ -151,6 +159,12 @@ func (c *Config) defaults() {
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
+	if c.Warnf == nil {
+		c.Warnf = func(string, ...any) {}
+	}
+	if c.FailureLogPeriod <= 0 {
+		c.FailureLogPeriod = 10 * time.Second
+	}
 }
 
 // partition is one entry of the layout.
@@ -205,12 +219,18 @@ type Controller struct {
 	order          []transport.PartitionID
 	laidOut        bool
 	seq            int
-	complete       map[string]bool // computation → completed
+	complete       map[string]bool        // computation → completed
+	sources        map[string]*sourceList // source computation → its listing
 	exiting        []exitingJob
 	drain          drainCheck
 	marks          marks
 	listing        lister
+	flog           failureLog
 	stats          Stats
+	// previousRunCompleted: Load found the state of a completed run.
+	previousRunCompleted bool
+	// halting: Halt was called; Run returns once the pipeline is paused.
+	halting bool
 }
 
 // Stats counts controller events.
@@ -242,15 +262,25 @@ func New(cfg Config) (*Controller, error) {
 		cfg: cfg, state: Working, target: Working,
 		partitions: map[transport.PartitionID]*partition{},
 		complete:   map[string]bool{},
+		sources:    map[string]*sourceList{},
 		marks:      newMarks(),
+		flog:       newFailureLog(cfg.FailureLogPeriod, cfg.Warnf),
 	}
 	c.listing.init()
 	return c, nil
 }
 
-// Load restores the persisted pipeline state (a completed pipeline stays
-// completed; a stopped or paused one stays so until a new target), the
-// published watermarks and the dedup floors.
+// Load restores the persisted pipeline state (a stopped or paused one stays
+// so until a new target), the published watermarks and the dedup floors.
+//
+// A pipeline whose earlier run completed is loaded as stopped: completed is
+// final for that run (this controller never leaves Completed once it
+// reached it), and a completed run is drained — nothing in flight, no
+// timer left. A new target starts a new run from the committed source
+// positions, dedup floors and published watermarks, so that input that
+// arrived since is processed exactly once and nothing is processed twice
+// (a completed computation's watermark is a store timestamp, below
+// anything the new run emits). PreviousRunCompleted reports it.
 func (c *Controller) Load(ctx context.Context) error {
 	s, ok, err := LoadState(ctx, c.cfg.Store)
 	if err != nil {
@@ -264,14 +294,17 @@ func (c *Controller) Load(ctx context.Context) error {
 	defer c.mu.Unlock()
 	c.marks = m
 	if ok {
+		persisted := true
 		switch s {
 		case Pausing:
 			s = Paused // no job of an earlier process runs any more
 		case Draining:
 			c.target = Stopped
+		case Completed:
+			s, persisted, c.previousRunCompleted = Stopped, false, true
 		}
-		c.state, c.statePersisted = s, true
-		if s == Completed || s == Stopped || s == Paused {
+		c.state, c.statePersisted = s, persisted
+		if s == Stopped || s == Paused {
 			c.target = s
 		}
 	}
@@ -288,6 +321,14 @@ func LoadState(ctx context.Context, st store.Store) (State, bool, error) {
 		return "", false, fmt.Errorf("controller: read pipeline state: %w", err)
 	}
 	return State(v), ok, nil
+}
+
+// PreviousRunCompleted reports whether Load found a pipeline whose earlier
+// run completed (and loaded it as stopped: see Load).
+func (c *Controller) PreviousRunCompleted() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.previousRunCompleted
 }
 
 // State returns the pipeline state.
@@ -307,12 +348,13 @@ func (c *Controller) Stats() Stats {
 }
 
 // SetTarget asks for a pipeline state: Working (start), Stopped (drain then
-// stop), Paused (stop now). A completed pipeline cannot leave Completed.
+// stop), Paused (stop now). A completed run cannot leave Completed (a new
+// controller loading the pipeline starts a new run: see Load).
 func (c *Controller) SetTarget(t State) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state == Completed {
-		return errors.New("controller: the pipeline is completed; recreate it to run again")
+		return errors.New("controller: this run of the pipeline is completed (final); run it again ('weir run' with the same --data) to process input that arrived since")
 	}
 	switch t {
 	case Working, Stopped, Paused:
@@ -323,10 +365,25 @@ func (c *Controller) SetTarget(t State) error {
 	return nil
 }
 
-// Run cycles until ctx ends or the pipeline reaches Completed or Stopped; it
-// then stops every job. A paused pipeline keeps cycling, waiting for a new
-// target. When Run returns, no source listing is in flight (unless a
-// source ignored the cancellation for more than 5 seconds).
+// Halt stops the pipeline hard, as 'weir run' does when a drain does not
+// finish within its drain timeout: like a pause, every job is removed at
+// once and its lease aborted (no commit of it can succeed any more);
+// in-flight data stays in the store, and the next run resumes it exactly
+// once. Run returns once the pipeline is paused. A completed run is left
+// as it is.
+func (c *Controller) Halt() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != Completed {
+		c.target, c.halting = Paused, true
+	}
+}
+
+// Run cycles until ctx ends or the pipeline reaches Completed or Stopped,
+// or Paused after Halt; it then stops every job. A paused pipeline keeps
+// cycling otherwise, waiting for a new target. When Run returns, no source
+// listing is in flight (unless a source ignored the cancellation for more
+// than 5 seconds).
 func (c *Controller) Run(ctx context.Context) (State, error) {
 	defer c.listing.stop(5 * time.Second)
 	defer c.flushMarks(context.WithoutCancel(ctx))
@@ -346,8 +403,10 @@ func (c *Controller) Run(ctx context.Context) (State, error) {
 			}
 			c.cfg.Logf("controller: cycle: %v", err)
 		}
-		switch s := c.State(); s {
-		case Completed, Stopped:
+		c.mu.Lock()
+		s, halted := c.state, c.state == Paused && c.halting
+		c.mu.Unlock()
+		if s == Completed || s == Stopped || halted {
 			c.stopAll(ctx)
 			return s, nil
 		}

@@ -134,7 +134,7 @@ func (c *Controller) decide(obs observation) effects {
 	var eff effects
 	now := obs.now
 	if obs.listing != nil {
-		c.applyListing(*obs.listing, false)
+		c.applyListing(*obs.listing, false, now)
 		c.listing.startedAt = now
 	} else if !c.cfg.SyncListings {
 		c.relist(now)
@@ -175,6 +175,7 @@ func (c *Controller) decide(obs observation) effects {
 			eff.pings = append(eff.pings, ping{p: p, job: p.job})
 		}
 	}
+	c.flushFailures(now)
 	return eff
 }
 

@@ -52,7 +52,7 @@ func (c *Controller) removeFailedJobs(eff *effects, now time.Time) {
 			continue
 		}
 		if p.failures > 0 && reported && now.Sub(p.job.startedAt) >= c.cfg.RestartBackoffMax {
-			c.cfg.Logf("controller: %s runs healthy again after %d failures", id, p.failures)
+			c.logRecovery(p)
 			p.failures, p.sinkFailures = 0, nil
 		}
 	}
@@ -84,6 +84,7 @@ func (c *Controller) fail(eff *effects, p *partition, err error, now time.Time) 
 	if d > 0 {
 		c.cfg.Logf("controller: %s failed %d time(s) in a row; next job in %v", p.spec.ID, p.failures, d)
 	}
+	c.logFailure(p, now)
 }
 
 // backoff is the delay after the n-th consecutive failure (n ≥ 1):

@@ -195,11 +195,16 @@ func (c *Controller) updateCompletion(ts store.Timestamp) {
 	}
 }
 
-// computationComplete: every upstream computation is complete and every
-// partition's current job reports Drained (for keyed computations, with
+// computationComplete: a source computation's source has been listed,
+// every upstream computation is complete and every partition's current job
+// reports Drained (for keyed computations, with
 // the upstream completion already seen). REQUIRES: c.mu held.
 func (c *Controller) computationComplete(comp *plan.CompPlan) bool {
-	if !comp.IsSource() {
+	if comp.IsSource() {
+		if sl := c.sources[comp.Name]; sl == nil || !sl.listed {
+			return false // its partitions are not known: never complete
+		}
+	} else {
 		for _, u := range c.cfg.Plan.Upstream(comp) {
 			if !c.complete[u.Name] {
 				return false

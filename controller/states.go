@@ -76,8 +76,13 @@ func putState(s State) *store.Txn {
 // whose own latest report, made while draining, says nothing of it is in
 // flight (no buffered or unacknowledged input, no undelivered output;
 // timers may remain). A partition without a job (removed, waiting for its
-// restart backoff) is not quiet: it must run to drain. REQUIRES: c.mu held.
+// restart backoff) is not quiet: it must run to drain, and neither is a
+// source computation whose source was never listed (its partitions are not
+// known). REQUIRES: c.mu held.
 func (c *Controller) quietNow() bool {
+	if !c.sourcesListed() {
+		return false
+	}
 	for _, id := range c.order {
 		p := c.partitions[id]
 		if c.complete[p.comp.Name] {

@@ -69,3 +69,42 @@ func (c *Controller) Lease(p transport.PartitionID) store.LeaseID {
 	}
 	return 0
 }
+
+// SourceStatus describes the listing of one source computation's source.
+type SourceStatus struct {
+	Computation string
+	// Listed: a listing succeeded and the computation's partitions are
+	// laid out. Until then the computation cannot run or complete.
+	Listed bool
+	// ConsecutiveFailures counts failed listings since the last success.
+	ConsecutiveFailures int
+	LastError           string     `json:",omitempty"`
+	LastErrorAt         *time.Time `json:",omitempty"`
+	// RetryAt is when the next listing starts, while not listed.
+	RetryAt *time.Time `json:",omitempty"`
+}
+
+// Sources lists the source computations' listing states, in plan order
+// (none before the first cycle).
+func (c *Controller) Sources() []SourceStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []SourceStatus
+	for _, name := range c.cfg.Plan.Order() {
+		sl, ok := c.sources[name]
+		if !ok {
+			continue
+		}
+		s := SourceStatus{Computation: name, Listed: sl.listed, ConsecutiveFailures: sl.failures}
+		if sl.lastErr != nil {
+			at := sl.lastErrAt
+			s.LastError, s.LastErrorAt = sl.lastErr.Error(), &at
+		}
+		if !sl.listed {
+			at := sl.retryAt
+			s.RetryAt = &at
+		}
+		out = append(out, s)
+	}
+	return out
+}

@@ -27,7 +27,12 @@ type Config struct {
 	Classes    *weir.Registry
 	Connectors *connector.Registry
 	// Logf receives the engine's log lines (nil: discard).
-	Logf  func(format string, args ...any)
+	Logf func(format string, args ...any)
+	// Warnf receives the lines an operator must see even without verbose
+	// logging (nil: discard): a partition's first job failure, rate-limited
+	// summaries of repeated ones, sources that cannot be listed, a new run
+	// of a pipeline whose earlier run completed.
+	Warnf func(format string, args ...any)
 	Hooks job.Hooks
 	// BufferBytes bounds each partition's transport buffer (0: default).
 	BufferBytes int
@@ -55,6 +60,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
+	if cfg.Warnf == nil {
+		cfg.Warnf = func(string, ...any) {}
+	}
 	pl, err := BuildPlan(ctx, cfg.Spec, cfg.Classes, cfg.Connectors, cfg.Store)
 	if err != nil {
 		return nil, err
@@ -77,7 +85,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		LeaseTimeout: d.LeaseTimeout.Std(), LeasePingPeriod: d.LeasePingPeriod.Std(),
 		LostWorkerTimeout: d.LostJobTimeout.Std(), SchedulerPeriod: d.SchedulerPeriod.Std(),
 		RestartBackoff: d.JobRestartBackoff.Std(), RestartBackoffMax: d.JobRestartBackoffMax.Std(),
-		Rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), Logf: cfg.Logf,
+		Rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), Logf: cfg.Logf, Warnf: cfg.Warnf,
 	})
 	if err != nil {
 		return nil, err
@@ -87,19 +95,21 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	// The spec's target state wins over the persisted one: running a spec
 	// whose target is working (the default) resumes a pipeline that an
-	// earlier run stopped or paused. A completed pipeline stays completed.
+	// earlier run stopped or paused, and starts a new run of one whose
+	// earlier run completed (controller.Load).
 	switch d.TargetState {
 	case spec.StateStopped:
 		err = e.ctl.SetTarget(controller.Stopped)
 	case spec.StatePaused:
 		err = e.ctl.SetTarget(controller.Paused)
 	default:
-		if s := e.ctl.State(); s != controller.Completed {
-			err = e.ctl.SetTarget(controller.Working)
-		}
+		err = e.ctl.SetTarget(controller.Working)
 	}
 	if err != nil {
 		return nil, err
+	}
+	if e.ctl.PreviousRunCompleted() {
+		cfg.Warnf("the pipeline's previous run completed; this is a new run: it processes what arrived since, from the committed source positions (dedup and watermarks carry over)")
 	}
 	return e, nil
 }
@@ -156,7 +166,23 @@ type Status struct {
 	// the controller restarts their partition's job with backoff, and the
 	// new job sends the undelivered outputs again.
 	SinkFailures []SinkFailure `json:"sink_failures,omitempty"`
+	// SourceErrors lists the source computations whose source could not
+	// be listed (a broker that cannot be reached, a missing topic): the
+	// listing is retried with backoff, and a computation whose source was
+	// never listed cannot run or complete.
+	SourceErrors []SourceError `json:"source_errors,omitempty"`
 	Uptime       float64       `json:"uptime_seconds"`
+}
+
+// SourceError is a source computation whose listings fail.
+type SourceError struct {
+	Computation string `json:"computation"`
+	// Listed: an earlier listing succeeded (its partitions keep running).
+	Listed              bool   `json:"listed"`
+	ConsecutiveFailures int    `json:"consecutive_failures"`
+	LastError           string `json:"last_error"`
+	// RetryAt is when the next listing starts, while never listed.
+	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
 
 // Failing is a partition whose jobs failed since its last healthy run.
@@ -192,7 +218,20 @@ func (e *Engine) Status() Status {
 		}
 	}
 	st.SinkFailures = e.sinkFailures(st.Partitions)
+	st.SourceErrors = e.sourceErrors()
 	return st
+}
+
+// sourceErrors lists the sources whose last listing failed.
+func (e *Engine) sourceErrors() []SourceError {
+	var out []SourceError
+	for _, s := range e.ctl.Sources() {
+		if s.ConsecutiveFailures > 0 {
+			out = append(out, SourceError{Computation: s.Computation, Listed: s.Listed,
+				ConsecutiveFailures: s.ConsecutiveFailures, LastError: s.LastError, RetryAt: s.RetryAt})
+		}
+	}
+	return out
 }
 
 // sinkFailures merges the sink failures the controller recorded when it

@@ -2,12 +2,10 @@ package job
 
 import (
 	"context"
-	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/weir-stream/weir"
-	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/plan"
@@ -25,23 +23,9 @@ func TestBatchDurationWaitsToFill(t *testing.T) {
 	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{
 		"B": {Code: noop, GroupBy: []string{"key"}, Partitions: 1, Inputs: []string{"s"}, Batch: plan.BatchPlan{MaxRows: 10}},
 	}}
-	if err := pl.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	lease, err := st.CreateLease(ctx, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
 	hub := transport.NewHub(0)
 	part := plan.KeyedPartitionID("B", 0)
-	j, err := New(Config{Plan: pl, Comp: pl.Computations["B"], Partition: plan.PartitionSpec{ID: part, ToEnd: true},
-		JobID: "b", Lease: lease, Store: st, Hub: hub, Board: board.NewBoard(), Rand: rand.New(rand.NewPCG(1, 1))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
+	j := startTestJob(t, st, hub, pl, "B", plan.PartitionSpec{ID: part, ToEnd: true})
 	next := uint64(0)
 	send := func(n int) {
 		for ; n > 0; n-- {

@@ -2,13 +2,11 @@ package job
 
 import (
 	"context"
-	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/weir-stream/weir"
-	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/plan"
@@ -31,27 +29,13 @@ func TestOutputWithoutReceiverKeyFailsEpoch(t *testing.T) {
 		"A": {Code: drop, GroupBy: []string{"key"}, Partitions: 1, Inputs: []string{"in"}, Outputs: []string{"s"}},
 		"B": {Code: noop, GroupBy: []string{"key"}, Partitions: 2, Inputs: []string{"s"}},
 	}}
-	if err := pl.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	lease, err := st.CreateLease(ctx, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
 	hub := transport.NewHub(0)
 	part := plan.KeyedPartitionID("A", 0)
-	j, err := New(Config{Plan: pl, Comp: pl.Computations["A"], Partition: plan.PartitionSpec{ID: part, ToEnd: true},
-		JobID: "a", Lease: lease, Store: st, Hub: hub, Board: board.NewBoard(), Rand: rand.New(rand.NewPCG(1, 1))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
+	j := startTestJob(t, st, hub, pl, "A", plan.PartitionSpec{ID: part, ToEnd: true})
 	ts, _ := st.Timestamp(ctx)
 	hub.Offer(transport.SenderToken{}, part, &weir.Message{ID: msgid.Ordered(uint64(ts), "in", 0), Stream: "in",
 		SystemTimestamp: ts, AlignmentTimestamp: ts, Payload: weir.Row{"key": "k"}}, 10, nil, false)
-	_, err = j.Epoch(ctx)
+	_, err := j.Epoch(ctx)
 	if err == nil || !strings.Contains(err.Error(), `groups by "key"`) || !strings.Contains(err.Error(), "routed to B") {
 		t.Fatalf("epoch emitting an unroutable output: %v", err)
 	}

@@ -1,13 +1,10 @@
 package job
 
 import (
-	"context"
-	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/weir-stream/weir"
-	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/plan"
@@ -20,7 +17,6 @@ import (
 // Outputs of one sender partition reach a receiving partition in emission
 // order (the lineage ordering guarantee).
 func TestRefusedOfferIsNotOvertaken(t *testing.T) {
-	ctx := context.Background()
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	st := openStore(t, clk)
 	noop := weir.Transform(func(weir.Context, *weir.Message, weir.Output) error { return nil })
@@ -28,23 +24,9 @@ func TestRefusedOfferIsNotOvertaken(t *testing.T) {
 		"A": {Code: noop, GroupBy: []string{"key"}, Partitions: 1, Inputs: []string{"in"}, Outputs: []string{"s"}},
 		"B": {Code: noop, GroupBy: []string{"key"}, Partitions: 1, Inputs: []string{"s"}},
 	}}
-	if err := pl.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	lease, err := st.CreateLease(ctx, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A one-byte buffer holds one message at a time.
 	hub := transport.NewHub(1)
-	j, err := New(Config{Plan: pl, Comp: pl.Computations["A"], Partition: plan.PartitionSpec{ID: plan.KeyedPartitionID("A", 0), ToEnd: true},
-		JobID: "a", Lease: lease, Store: st, Hub: hub, Board: board.NewBoard(), Rand: rand.New(rand.NewPCG(1, 1))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
+	j := startTestJob(t, st, hub, pl, "A", plan.PartitionSpec{ID: plan.KeyedPartitionID("A", 0), ToEnd: true})
 	dest := plan.KeyedPartitionID("B", 0)
 	recv := hub.Attach(dest)
 	msg := func(i uint64) pendingOffer {

@@ -2,13 +2,11 @@ package job
 
 import (
 	"context"
-	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/weir-stream/weir"
-	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/plan"
@@ -36,27 +34,13 @@ func TestSwiftStateRefused(t *testing.T) {
 	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{
 		"S": {Code: code, GroupBy: []string{"key"}, Partitions: 1, Inputs: []string{"in"}, Outputs: []string{"out"}},
 	}}
-	if err := pl.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	lease, err := st.CreateLease(ctx, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
 	hub := transport.NewHub(0)
 	part := plan.KeyedPartitionID("S", 0)
-	j, err := New(Config{Plan: pl, Comp: pl.Computations["S"], Partition: plan.PartitionSpec{ID: part, ToEnd: true},
-		JobID: "s", Lease: lease, Store: st, Hub: hub, Board: board.NewBoard(), Rand: rand.New(rand.NewPCG(1, 1))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
+	j := startTestJob(t, st, hub, pl, "S", plan.PartitionSpec{ID: part, ToEnd: true})
 	ts, _ := st.Timestamp(ctx)
 	hub.Offer(transport.SenderToken{}, part, &weir.Message{ID: msgid.Ordered(uint64(ts), "in", 0), Stream: "in",
 		SystemTimestamp: ts, AlignmentTimestamp: ts, Payload: weir.Row{"key": "k"}}, 10, nil, false)
-	_, err = j.Epoch(ctx)
+	_, err := j.Epoch(ctx)
 	if err == nil || !strings.Contains(err.Error(), "may not use state") || !strings.Contains(err.Error(), "Transform") {
 		t.Fatalf("epoch of a SwiftMap using state: %v; want an error refusing state", err)
 	}

@@ -81,6 +81,17 @@ type collector struct {
 	timer    *weir.Timer
 	allowed  map[*weir.Message]bool
 	out      []emitted
+	// err is the first output the collector refused: the call fails with
+	// it even if the code ignored the error (runUser).
+	err error
+}
+
+// refuse records the first refused output and returns err.
+func (c *collector) refuse(err error) error {
+	if c.err == nil {
+		c.err = err
+	}
+	return err
 }
 
 func (c *collector) Add(stream string, row weir.Row) error {
@@ -90,7 +101,7 @@ func (c *collector) Add(stream string, row weir.Row) error {
 func (c *collector) AddWithParents(stream string, row weir.Row, parents ...*weir.Message) error {
 	for _, p := range parents {
 		if !c.allowed[p] {
-			return fmt.Errorf("weir: output on %s names a parent that is not a message of the current call", stream)
+			return c.refuse(fmt.Errorf("weir: output on %s names a parent that is not a message of the current call", stream))
 		}
 	}
 	return c.add(stream, row, parents)
@@ -98,17 +109,17 @@ func (c *collector) AddWithParents(stream string, row weir.Row, parents ...*weir
 
 func (c *collector) add(stream string, row weir.Row, parents []*weir.Message) error {
 	if !c.job.outputs[stream] {
-		return fmt.Errorf("weir: computation %s has no output stream %q (output_stream_ids: %v)", c.job.comp.Name, stream, c.job.comp.Outputs)
+		return c.refuse(fmt.Errorf("weir: computation %s has no output stream %q (output_stream_ids: %v)", c.job.comp.Name, stream, c.job.comp.Outputs))
 	}
 	if c.job.comp.Swift() {
 		if c.timer != nil {
-			return fmt.Errorf("weir: SwiftMap %s: outputs may not depend on timers", c.job.comp.Name)
+			return c.refuse(fmt.Errorf("weir: SwiftMap %s: outputs may not depend on timers", c.job.comp.Name))
 		}
 		if len(parents) == 0 {
-			return fmt.Errorf("weir: SwiftMap %s: output on %s has no parent message", c.job.comp.Name, stream)
+			return c.refuse(fmt.Errorf("weir: SwiftMap %s: output on %s has no parent message", c.job.comp.Name, stream))
 		}
 		if len(parents) > 1 && !c.job.comp.AllowBatching {
-			return fmt.Errorf("weir: SwiftMap %s: output message has %d parents; merging requires allow_batching_with_relaxed_guarantees=true", c.job.comp.Name, len(parents))
+			return c.refuse(fmt.Errorf("weir: SwiftMap %s: output message has %d parents; merging requires allow_batching_with_relaxed_guarantees=true", c.job.comp.Name, len(parents)))
 		}
 	}
 	c.out = append(c.out, emitted{stream: stream, row: row, parents: parents, timer: c.timer, key: c.key})
@@ -117,13 +128,13 @@ func (c *collector) add(stream string, row weir.Row, parents []*weir.Message) er
 
 func (c *collector) AddTimer(stream string, req weir.TimerRequest) error {
 	if _, ok := c.job.comp.Timers[stream]; !ok {
-		return fmt.Errorf("weir: computation %s has no timer stream %q", c.job.comp.Name, stream)
+		return c.refuse(fmt.Errorf("weir: computation %s has no timer stream %q", c.job.comp.Name, stream))
 	}
 	if c.job.comp.IsSource() {
-		return fmt.Errorf("weir: computation %s reads a source and cannot use timers", c.job.comp.Name)
+		return c.refuse(fmt.Errorf("weir: computation %s reads a source and cannot use timers", c.job.comp.Name))
 	}
 	if req.Trigger.IsZero() {
-		return fmt.Errorf("weir: timer on %s has no trigger time", stream)
+		return c.refuse(fmt.Errorf("weir: timer on %s has no trigger time", stream))
 	}
 	c.out = append(c.out, emitted{stream: stream, isTimer: true, req: req, key: c.key, parents: c.defaults, timer: c.timer})
 	return nil
@@ -138,7 +149,9 @@ type group struct {
 	msgs   []*weir.Message
 }
 
-// process runs user code for every key with fired timers or fresh messages.
+// process runs user code for every key with fired timers or fresh
+// messages; each call goes through runUser (recover.go), which turns its
+// failure into a *UserCodeError naming the input.
 func (j *Job) process(ctx context.Context, ts store.Timestamp, msgs []*weir.Message, fired []*timerEntry) ([]emitted, error) {
 	groups := map[string]*group{}
 	get := func(k weir.Key) *group {
@@ -173,8 +186,8 @@ func (j *Job) process(ctx context.Context, ts store.Timestamp, msgs []*weir.Mess
 		cc := &callContext{ctx: ctx, job: j, key: g.key, now: ts, eventWM: j.eventWM}
 		for _, t := range g.timers {
 			col := &collector{job: j, key: g.key, timer: &t.t}
-			if err := code.OnTimer(cc, &t.t, col); err != nil {
-				return nil, fmt.Errorf("computation %s: timer %s: %w", j.comp.Name, t.t.ID, err)
+			if err := j.runUser(userCall{timer: &t.t}, col, func() error { return code.OnTimer(cc, &t.t, col) }); err != nil {
+				return nil, err
 			}
 			out = append(out, col.out...)
 		}
@@ -190,16 +203,16 @@ func (j *Job) process(ctx context.Context, ts store.Timestamp, msgs []*weir.Mess
 		})
 		if code.OnMessages != nil {
 			col := &collector{job: j, key: g.key, defaults: g.msgs, allowed: allowedSet(g.msgs)}
-			if err := code.OnMessages(cc, g.msgs, col); err != nil {
-				return nil, fmt.Errorf("computation %s: key batch: %w", j.comp.Name, err)
+			if err := j.runUser(userCall{msgs: g.msgs}, col, func() error { return code.OnMessages(cc, g.msgs, col) }); err != nil {
+				return nil, err
 			}
 			out = append(out, col.out...)
 		} else {
 			for _, m := range g.msgs {
 				one := []*weir.Message{m}
 				col := &collector{job: j, key: g.key, defaults: one, allowed: allowedSet(one)}
-				if err := code.OnMessage(cc, m, col); err != nil {
-					return nil, fmt.Errorf("computation %s: message %s: %w", j.comp.Name, m.ID, err)
+				if err := j.runUser(userCall{msgs: one}, col, func() error { return code.OnMessage(cc, m, col) }); err != nil {
+					return nil, err
 				}
 				out = append(out, col.out...)
 			}

@@ -39,6 +39,15 @@
 // range, replayed timestamps may differ. The record time itself is the
 // EventTimestamp.
 //
+// Brokers that cannot be reached are an error, never an empty source: a
+// listing of the topic's partitions fails (the controller retries it with
+// backoff, shows it under source_errors in the status and on stderr, and
+// the computation cannot complete until it succeeds), and a partition whose
+// polls return nothing asks the brokers for its end offset once the
+// brokers have not answered for 10 s, failing its read (the job restarts
+// with backoff) when they cannot be reached. Before, the client's silent
+// background redials made such a partition look caught up.
+//
 // finite = %true ends each partition at its high watermark as of the first
 // read, so the pipeline completes. The controller lists the partitions when
 // it lays out the pipeline and again every 10 seconds: a partition added to

@@ -184,13 +184,21 @@ func New(t testing.TB, o Options) *Harness {
 	h.Plan = pl
 	h.Hub = transport.NewHub(64 << 10)
 	h.Board = board.NewBoard()
-	env := worker.Env{Plan: pl, Store: st, Hub: h.Hub, Board: h.Board, Hooks: o.Hooks, Logf: h.logf}
-	for i := 0; i < o.Workers; i++ {
-		h.Workers = append(h.Workers, worker.New(fmt.Sprintf("w%d", i), st, env))
-	}
+	h.Workers = h.newWorkers()
 	h.Ctl = h.NewController()
 	t.Cleanup(h.stopAll)
 	return h
+}
+
+// newWorkers builds the harness's workers over its current plan, store,
+// hub and board (a process restart builds new ones).
+func (h *Harness) newWorkers() []*worker.Worker {
+	env := worker.Env{Plan: h.Plan, Store: h.Store, Hub: h.Hub, Board: h.Board, Hooks: h.Opts.Hooks, Logf: h.logf}
+	ws := make([]*worker.Worker, h.Opts.Workers)
+	for i := range ws {
+		ws[i] = worker.New(fmt.Sprintf("w%d", i), h.Store, env)
+	}
+	return ws
 }
 
 // NewController builds a controller over the harness's plan, store, hub,
@@ -216,6 +224,7 @@ func (h *Harness) NewController() *controller.Controller {
 		LeaseTimeout: lt, LeasePingPeriod: lt / 5, LostWorkerTimeout: lost,
 		RestartBackoff: backoff, RestartBackoffMax: o.RestartBackoffMax, SourceRelistPeriod: o.SourceRelistPeriod,
 		Rand: rand.New(rand.NewPCG(o.Seed, 11)), Logf: h.logf,
+		Warnf: func(format string, args ...any) { h.logf("warn: "+format, args...) },
 	})
 	if err != nil {
 		h.T.Fatalf("controller: %v", err)

@@ -43,6 +43,7 @@ func (h *Harness) restartProcess(ctx context.Context) {
 	}
 	h.Board = board.NewBoard()
 	h.Hub = transport.NewHub(64 << 10)
+	h.Workers = h.newWorkers()
 	h.Ctl = h.NewController()
 	if err := h.Ctl.Load(ctx); err != nil {
 		h.T.Fatal(err)
