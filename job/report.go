@@ -95,3 +95,28 @@ func (j *Job) swiftBound() store.Timestamp {
 	}
 	return wm
 }
+
+// Inspection is a snapshot of a job's in-memory bookkeeping, for status
+// pages, protocol scripts and tests.
+type Inspection struct {
+	// CachedStates and CachedStateBytes: the state cache (bounded by the
+	// computation's state_cache_byte_size_limit).
+	CachedStates, CachedStateBytes int
+	// Timers: active timers. Undelivered: outputs in the outbox (or, for a
+	// Swift job, inputs held until their outputs are delivered).
+	Timers, Undelivered int
+	// WaitingOffers: outputs waiting for room in a downstream buffer.
+	WaitingOffers int
+}
+
+// Inspect returns the job's bookkeeping. It must run on the job's
+// goroutine (between epochs).
+func (j *Job) Inspect() Inspection {
+	n, b := j.states.cached()
+	in := Inspection{CachedStates: n, CachedStateBytes: b, Timers: j.timers.count(), WaitingOffers: len(j.pending)}
+	in.Undelivered, _ = j.box.undelivered()
+	if j.swift != nil {
+		in.Undelivered += j.swift.count()
+	}
+	return in
+}

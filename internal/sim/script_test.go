@@ -26,13 +26,15 @@ import (
 //
 // Commands (arguments in key=value form; a bare word is a partition):
 //
-//	new sources=p0:a,b,a;p1:c [swift] [relay] [batching] [timers] [amo]
+//	new sources=p0:a,b,a;p1:c [swift] [relay] [batching] [timers] [amo] [tail]
 //	    [infinite] [counters=N] [workers=N] [batch=N] [buffer=BYTES]
-//	    [state-cache=BYTES] [lease-timeout=D] [lease-check=D]
+//	    [state-cache=BYTES] [lease-timeout=D] [lease-check=D] [tail]
+//	    [stateful-relay] [background-listing]
 //	cycle [n=N]                 controller cycles
 //	epoch P [P...]              one epoch of each partition's current job
 //	run [rounds=N]              cycles and epochs until completed (or N rounds)
 //	advance-clock d=D
+//	tick d=D [n=N]              move the clock, cycle, one epoch of every job
 //	crash P at=POINT            arm a crash of P's next epoch at a named point
 //	lose-ack P                  P's next acknowledgement upstream is lost
 //	hold-commit P / land        P's next commit answers "unknown" and lands at land
@@ -40,6 +42,8 @@ import (
 //	freeze P / zombie-epoch P   keep P's job when removed; step it later
 //	restart-worker W / freeze-worker W
 //	add-partition KEY rows=a,b  a source partition appears
+//	block-listing / release-listing   (background-listing) a slow listing
+//	inspect P                   the job's bookkeeping (state cache, timers...)
 //	pause / stop / start / state
 //	counts / oracle / handed    what the sink committed (or was handed)
 //	outbox P / dedup C / mailbox P / controls C / status P
@@ -94,6 +98,12 @@ func optionsFrom(t *testing.T, d *datadriven.TestData) Options {
 			o.Timers = true
 		case "amo":
 			o.AtMostOnceSink = true
+		case "tail":
+			o.Tail = true
+		case "stateful-relay":
+			o.Relay, o.StatefulRelay = true, true
+		case "background-listing":
+			o.BackgroundListing = true
 		case "infinite":
 			o.Infinite = true
 		case "counters":
@@ -165,6 +175,14 @@ func run(t *testing.T, s *Sim, d *datadriven.TestData) string {
 		s.Run(rounds, s.Completed)
 	case "advance-clock":
 		s.Clock.Advance(dur(t, arg("d")))
+	case "tick":
+		n := 1
+		if v := arg("n"); v != "" {
+			n = atoi(t, v)
+		}
+		for i := 0; i < n; i++ {
+			s.Tick(dur(t, arg("d")))
+		}
 	case "crash":
 		s.Crash(part(), job.CrashPoint(arg("at")))
 	case "lose-ack":
@@ -193,6 +211,18 @@ func run(t *testing.T, s *Sim, d *datadriven.TestData) string {
 			w.Restart()
 		} else {
 			w.Freeze()
+		}
+	case "block-listing":
+		s.BlockListing()
+	case "release-listing":
+		s.ReleaseListing()
+	case "inspect":
+		if sj := s.current(part()); sj != nil {
+			in := sj.j.Inspect()
+			s.printf("%s: %d states cached (%d bytes), %d timers, %d undelivered, %d offers waiting\n",
+				part(), in.CachedStates, in.CachedStateBytes, in.Timers, in.Undelivered, in.WaitingOffers)
+		} else {
+			s.printf("%s: no job\n", part())
 		}
 	case "add-partition":
 		s.AddPartition(string(part()), strings.Split(arg("rows"), ","))

@@ -27,6 +27,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -63,6 +64,17 @@ type Options struct {
 	// AtMostOnceSink replaces the collecting sink by an at-most-once sink
 	// that records what it is handed.
 	AtMostOnceSink bool
+	// StatefulRelay makes the Swift relay use state (which Swift
+	// computations may not: see issue 11, scenario 2).
+	StatefulRelay bool
+	// BackgroundListing lists the sources on the controller's background
+	// goroutine (as in production) instead of inside the cycle; with
+	// BlockListing the source's next listing blocks until ReleaseListing.
+	BackgroundListing bool
+	// Tail adds a Transform "Tail" (one partition) reading "counts": a
+	// second destination of Counter's outputs, which keeps them in the
+	// outbox until it acknowledges them.
+	Tail bool
 	// Counters is Counter's partition count (default 2); Workers the
 	// number of workers (default 1); BatchRows max_rows_per_batch
 	// (default 100).
@@ -121,6 +133,7 @@ type Sim struct {
 	faults  *hubFaults
 	frozen  map[transport.PartitionID]bool
 	rows    map[string][]weir.Row
+	listing *gatedSource
 }
 
 // New builds a simulated pipeline; nothing has run yet.
@@ -135,12 +148,14 @@ func New(o Options) (*Sim, error) {
 	}
 	s.Store = newStore(raw)
 	for p, keys := range o.Sources {
+		s.rows[p] = nil // a partition without rows still exists
 		for i, k := range keys {
 			s.rows[p] = append(s.rows[p], weir.Row{"key": k, "seq": int64(i), "event_ts": int64(i+1) * int64(time.Second)})
 		}
 	}
 	s.Source = testconn.NewSource(cloneRows(s.rows))
 	s.Source.Infinite = o.Infinite
+	s.listing = &gatedSource{Source: s.Source}
 	s.Plan = s.buildPlan()
 	s.Hub = transport.NewHub(o.BufferBytes)
 	s.faults = &hubFaults{lose: map[transport.PartitionID]int{}}
@@ -156,7 +171,7 @@ func New(o Options) (*Sim, error) {
 	s.Ctl, err = controller.New(controller.Config{
 		Plan: s.Plan, Store: s.Store, Hub: s.Hub, Board: s.Board, Workers: cws,
 		LeaseTimeout: o.LeaseTimeout, LeasePingPeriod: o.LeaseTimeout / 5, LostWorkerTimeout: o.LeaseTimeout / 2,
-		SchedulerPeriod: 100 * time.Millisecond, SyncListings: true, SourceRelistPeriod: time.Second,
+		SchedulerPeriod: 100 * time.Millisecond, SyncListings: !o.BackgroundListing, SourceRelistPeriod: time.Second,
 		RestartBackoff: -1, Rand: rand.New(rand.NewPCG(o.Seed, 1)), Logf: s.logf,
 	})
 	if err != nil {
@@ -191,7 +206,7 @@ func (s *Sim) buildPlan() *plan.Plan {
 		return testconn.NewCollectSink("out"), nil
 	}
 	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{
-		"Reader": {Code: builtin.Passthrough(readerKind), Source: s.Source, SourceStream: "events",
+		"Reader": {Code: builtin.Passthrough(readerKind), Source: s.listing, SourceStream: "events",
 			Outputs: []string{"words"}, Batch: batch, LeaseCheckPeriod: o.LeaseCheckPeriod},
 		"Counter": {Code: builtin.Counter(), GroupBy: []string{"key"}, Partitions: o.Counters,
 			Inputs: []string{"words"}, Outputs: []string{"counts"}, Batch: batch, LeaseCheckPeriod: o.LeaseCheckPeriod,
@@ -203,10 +218,17 @@ func (s *Sim) buildPlan() *plan.Plan {
 		c.Code = testconn.TimerCounter()
 		c.Timers = map[string]plan.TimerPlan{"fire": {}}
 	}
+	if o.Tail {
+		pl.Computations["Tail"] = &plan.CompPlan{Code: weir.Transform(func(weir.Context, *weir.Message, weir.Output) error { return nil }),
+			GroupBy: []string{"key"}, Partitions: 1, Inputs: []string{"counts"}, Batch: batch, LeaseCheckPeriod: o.LeaseCheckPeriod}
+	}
 	if o.Relay {
 		relay := builtin.Passthrough(weir.KindSwiftMap)
 		if o.Batching {
 			relay = batchingRelay()
+		}
+		if o.StatefulRelay {
+			relay = statefulRelay()
 		}
 		pl.Computations["Relay"] = &plan.CompPlan{Code: relay, GroupBy: []string{"key"}, Partitions: 1,
 			AllowBatching: o.Batching, Inputs: []string{"words"}, Outputs: []string{"relayed"}, Batch: batch,
@@ -223,6 +245,20 @@ func batchingRelay() weir.Computation {
 	return weir.Computation{Kind: weir.KindSwiftMap, OnMessages: func(_ weir.Context, msgs []*weir.Message, out weir.Output) error {
 		return out.AddWithParents("relayed", weir.Row{"key": msgs[0].Payload["key"], "n": int64(len(msgs))}, msgs...)
 	}}
+}
+
+var seen = weir.NewState[int64]("seen")
+
+// statefulRelay is a SwiftMap that counts what it saw in a state: refused.
+func statefulRelay() weir.Computation {
+	return weir.SwiftMap(func(ctx weir.Context, m *weir.Message, out weir.Output) error {
+		n, err := seen.Get(ctx)
+		if err != nil {
+			return err
+		}
+		seen.Set(ctx, n+1)
+		return out.Add("relayed", m.Payload)
+	})
 }
 
 // Trace returns what the steps so far printed and resets it.
@@ -356,6 +392,17 @@ func (s *Sim) step(sj *simJob, zombie bool) bool {
 	return !d.Idle
 }
 
+// Tick lets d of time pass with the pipeline running: the clock moves, the
+// controller cycles, and every partition's job runs one epoch (an idle job
+// posts its status and, when due, probes its lease).
+func (s *Sim) Tick(d time.Duration) {
+	s.Clock.Advance(d)
+	_ = s.Cycle()
+	for _, p := range s.Partitions() {
+		s.Epoch(p)
+	}
+}
+
 // Crash arms a crash of partition p's next epoch at point.
 func (s *Sim) Crash(p transport.PartitionID, point job.CrashPoint) { s.crashes[p] = point }
 
@@ -383,15 +430,19 @@ func (s *Sim) AbortLease(p transport.PartitionID) error {
 }
 
 // ExpireLease makes the pings of partition p's lease vanish and moves the
-// clock past the lease timeout: the lease expires.
+// clock, cycle by cycle (the other leases are pinged), past the lease
+// timeout: the lease expires and the controller replaces the job.
 func (s *Sim) ExpireLease(p transport.PartitionID) error {
 	l := s.Ctl.Lease(p)
 	if l == 0 {
 		return fmt.Errorf("%s has no job", p)
 	}
 	s.Store.DropPings(l)
-	s.Clock.Advance(s.o.LeaseTimeout + time.Millisecond)
-	s.printf("expire %s (clock +%v)\n", l, s.o.LeaseTimeout+time.Millisecond)
+	s.printf("pings of %s vanish\n", l)
+	step := s.o.LeaseTimeout / 10
+	for elapsed := time.Duration(0); elapsed <= s.o.LeaseTimeout+step && s.Ctl.Lease(p) == l; elapsed += step {
+		s.Tick(step)
+	}
 	return nil
 }
 
@@ -543,6 +594,57 @@ func (s *Sim) keepNotable(mark int) {
 	}
 }
 
+// BlockListing makes the source's next listing block until ReleaseListing
+// (a metadata call that takes longer than the lease timeout).
+func (s *Sim) BlockListing() { s.listing.block() }
+
+// ReleaseListing lets a blocked listing return, and waits until the
+// controller's background lister has finished it.
+func (s *Sim) ReleaseListing() {
+	before := s.Ctl.Stats().SourceListings
+	s.listing.release()
+	for deadline := time.Now().Add(10 * time.Second); s.Ctl.Stats().SourceListings == before && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// gatedSource is the simulation's source with a listing that can be made
+// to block.
+type gatedSource struct {
+	*testconn.Source
+	mu   sync.Mutex
+	gate chan struct{}
+}
+
+func (g *gatedSource) block() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gate = make(chan struct{})
+}
+
+func (g *gatedSource) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gate != nil {
+		close(g.gate)
+		g.gate = nil
+	}
+}
+
+func (g *gatedSource) Partitions(ctx context.Context) ([]string, error) {
+	g.mu.Lock()
+	gate := g.gate
+	g.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.Source.Partitions(ctx)
+}
+
 // Completed reports whether the pipeline reached "completed".
 func (s *Sim) Completed() bool { return s.Ctl.State() == controller.Completed }
 
@@ -600,9 +702,6 @@ func (w *Worker) Start(spec plan.JobSpec) (controller.Handle, error) {
 		w.jobs = map[transport.PartitionID]*simJob{}
 	}
 	sj := &simJob{spec: spec, j: j, worker: w}
-	if old := w.jobs[spec.Partition.ID]; old != nil && !old.done {
-		old.close()
-	}
 	w.jobs[spec.Partition.ID] = sj
 	return sj, nil
 }
