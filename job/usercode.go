@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/internal/userstate"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/store"
 )
@@ -318,3 +319,9 @@ func minEventTime(msgs []*weir.Message) time.Time {
 	}
 	return t
 }
+
+var (
+	_ weir.Context   = (*callContext)(nil)
+	_ userstate.Host = (*callContext)(nil)
+	_ weir.Output    = (*collector)(nil)
+)

@@ -52,6 +52,15 @@ import (
 type Options struct {
 	// Sources maps source partition keys to their rows' keys ("a", "b"...).
 	Sources map[string][]string
+	// Rows, if set, are the source partitions' rows as they are (instead
+	// of rows made from Sources).
+	Rows map[string][]weir.Row
+	// Code, if set, replaces Counter by a computation "User" running it
+	// (Counters partitions, key GroupBy, default ["key"]): it reads
+	// "words" and emits on "out", which the sink collects — through a
+	// Transform "Collect" when Code is a SwiftMap (a SwiftMap has no sinks).
+	Code    *weir.Computation
+	GroupBy []string
 	// SwiftReader makes Reader a SwiftOrderedSource (else a
 	// TransformOrderedSource).
 	SwiftReader bool
@@ -105,6 +114,9 @@ func (o *Options) defaults() {
 	if o.BufferBytes == 0 {
 		o.BufferBytes = 1 << 20
 	}
+	if o.GroupBy == nil {
+		o.GroupBy = []string{"key"}
+	}
 	if o.LeaseTimeout == 0 {
 		o.LeaseTimeout = 5 * time.Second
 	}
@@ -147,6 +159,9 @@ func New(o Options) (*Sim, error) {
 		return nil, err
 	}
 	s.Store = newStore(raw)
+	for p, rows := range o.Rows {
+		s.rows[p] = append([]weir.Row(nil), rows...)
+	}
 	for p, keys := range o.Sources {
 		s.rows[p] = nil // a partition without rows still exists
 		for i, k := range keys {
@@ -208,11 +223,25 @@ func (s *Sim) buildPlan() *plan.Plan {
 	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{
 		"Reader": {Code: builtin.Passthrough(readerKind), Source: s.listing, SourceStream: "events",
 			Outputs: []string{"words"}, Batch: batch, LeaseCheckPeriod: o.LeaseCheckPeriod},
-		"Counter": {Code: builtin.Counter(), GroupBy: []string{"key"}, Partitions: o.Counters,
+		"Counter": {Code: builtin.Counter(), GroupBy: o.GroupBy, Partitions: o.Counters,
 			Inputs: []string{"words"}, Outputs: []string{"counts"}, Batch: batch, LeaseCheckPeriod: o.LeaseCheckPeriod,
 			StateCacheBytes: o.StateCacheBytes,
 			Sinks:           []plan.SinkPlan{{ID: "out", InputStream: "counts", New: newSink}}},
 	}}
+	if o.Code != nil {
+		user := pl.Computations["Counter"]
+		delete(pl.Computations, "Counter")
+		user.Code, user.Outputs = *o.Code, []string{"out"}
+		pl.Computations["User"] = user
+		if o.Code.Kind == weir.KindSwiftMap {
+			user.Sinks = nil
+			pl.Computations["Collect"] = &plan.CompPlan{Code: builtin.Passthrough(weir.KindTransform), GroupBy: o.GroupBy, Partitions: 1,
+				Inputs: []string{"out"}, Outputs: []string{"collected"}, Batch: batch, LeaseCheckPeriod: o.LeaseCheckPeriod,
+				Sinks: []plan.SinkPlan{{ID: "out", InputStream: "collected", New: newSink}}}
+		} else {
+			user.Sinks[0].InputStream = "out"
+		}
+	}
 	if o.Timers {
 		c := pl.Computations["Counter"]
 		c.Code = testconn.TimerCounter()
@@ -493,6 +522,19 @@ func (s *Sim) Counts() (map[string][]int64, error) {
 		sort.Slice(res[k], func(i, j int) bool { return res[k][i] < res[k][j] })
 	}
 	return res, nil
+}
+
+// Outputs returns the rows the sink committed, in message-id order.
+func (s *Sim) Outputs() ([]weir.Row, error) {
+	rows, err := testconn.ReadCollected(s.ctx, s.Store, "out")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]weir.Row, len(rows))
+	for i, r := range rows {
+		out[i] = r.Row
+	}
+	return out, nil
 }
 
 // Expected returns, per key, how many source rows carry it.
