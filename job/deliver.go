@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/plan"
@@ -246,4 +247,26 @@ func (j *Job) flushSwift() {
 		return
 	}
 	j.recv.Ack(ids(done)...)
+}
+
+// tellSinks gives the sinks that observe it the computation's progress.
+func (j *Job) tellSinks(ctl board.Control) {
+	var p *connector.Progress
+	for _, s := range j.sinks {
+		o, ok := s.sink.(connector.ProgressObserver)
+		if !ok {
+			continue
+		}
+		if p == nil {
+			p = &connector.Progress{EventWatermark: j.eventWM, Draining: ctl.Draining, Final: ctl.UpstreamDone}
+			if j.src != nil {
+				p.SystemWatermark = j.src.nextSystemTimestamp()
+				p.EventWatermark, _ = j.src.eventWatermark(j.st.Now())
+				p.Final = j.src.part.Finite() && j.src.end
+			} else {
+				p.SystemWatermark = j.minInputWatermark()
+			}
+		}
+		o.Progress(*p)
+	}
 }

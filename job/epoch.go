@@ -97,6 +97,7 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 		j.eventWM = ctl.EventWM
 	}
 	j.acks.drain()
+	j.tellSinks(ctl)
 
 	// 2. Backpressure: a full outbox (or too many Swift outputs in flight)
 	// blocks input.
@@ -186,7 +187,7 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 	// 10. Prepare the transaction.
 	j.acks.drain()
 	if j.src != nil {
-		if err := j.src.sync(txn, d.srcBatch); err != nil {
+		if err := j.src.sync(txn); err != nil {
 			return nil, err
 		}
 	}
@@ -258,7 +259,7 @@ func (j *Job) Apply(ctx context.Context, d *Decision) (EpochResult, error) {
 
 	// Post-commit effects.
 	if j.src != nil {
-		j.src.committed(ctx, d.srcBatch)
+		j.src.committed(ctx)
 	}
 	for _, s := range j.sinks {
 		s.sink.Commit(ctx)

@@ -85,12 +85,16 @@ func (j *Job) swiftBound() store.Timestamp {
 	if j.src != nil {
 		return j.src.nextSystemTimestamp()
 	}
+	return j.minInputWatermark()
+}
+
+// minInputWatermark is the lowest SystemWatermark of the job's input
+// streams: every input below it is processed.
+func (j *Job) minInputWatermark() store.Timestamp {
 	var wm store.Timestamp
-	first := true
-	for _, s := range j.comp.Inputs {
-		w := j.inputs.watermarks[s]
-		if first || w < wm {
-			wm, first = w, false
+	for i, s := range j.comp.Inputs {
+		if w := j.inputs.watermarks[s]; i == 0 || w < wm {
+			wm = w
 		}
 	}
 	return wm

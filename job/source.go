@@ -114,6 +114,15 @@ func (r *sourceReader) read(ctx context.Context, maxRows, maxBytes int) (*source
 	}
 	r.end = b.End
 	if len(b.Records) == 0 {
+		// Offsets that hold no record (a run of empty tables, trailing
+		// transaction markers) are passed over: the position moves to
+		// b.Next with the next commit, so they are not read again.
+		if b.Next > r.readNext {
+			if r.swift {
+				r.skip[r.readNext] = b.Next
+			}
+			r.readNext = b.Next
+		}
 		return nil, nil
 	}
 	// Offsets strictly increase from readNext. A source may skip offsets
@@ -233,14 +242,14 @@ func (r *sourceReader) markDone(msgs []*weir.Message) {
 // changed, i.e. whether an epoch must commit even without new records.
 func (r *sourceReader) dirty() bool {
 	if !r.swift {
-		return r.memDirty
+		return r.memDirty || r.persisted != r.readNext
 	}
 	_, gap := r.skip[r.persisted]
 	return r.memDirty || r.done[r.persisted] || gap
 }
 
 // sync writes the partition's new position (and memory) into txn.
-func (r *sourceReader) sync(txn *store.Txn, b *sourceBatch) error {
+func (r *sourceReader) sync(txn *store.Txn) error {
 	changed := r.memDirty
 	if r.swift {
 		for {
@@ -262,8 +271,10 @@ func (r *sourceReader) sync(txn *store.Txn, b *sourceBatch) error {
 			}
 		}
 		r.memory = kept
-	} else if b != nil {
-		r.persisted = b.next
+	} else if r.persisted != r.readNext {
+		// A Transform source processes everything it read in the epoch
+		// that read it: the position is what it read up to.
+		r.persisted = r.readNext
 		changed = true
 	}
 	if changed {
@@ -274,7 +285,7 @@ func (r *sourceReader) sync(txn *store.Txn, b *sourceBatch) error {
 }
 
 // committed reports the committed position to the source (advisory).
-func (r *sourceReader) committed(ctx context.Context, _ *sourceBatch) {
+func (r *sourceReader) committed(ctx context.Context) {
 	if r.persisted == r.reported {
 		return
 	}
