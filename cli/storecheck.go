@@ -160,5 +160,5 @@ func explainDamage(dir string, err error) error {
 	}
 	return fmt.Errorf("%s\n\nThe data in %s is damaged, and weir stops rather than compute wrong results from it.\n"+
 		"What to do: keep the directory as it is, run 'weir store check --data %s' to see what is damaged,\n"+
-		"then restore %s from a backup, or start again in a new data directory.", what, dir, dir, dir)
+		"then restore %s from a backup, or start again in a new data directory", what, dir, dir, dir)
 }

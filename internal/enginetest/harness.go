@@ -294,20 +294,7 @@ func tail(s string, n int) string {
 
 // Counts returns, per key, the counts the sink committed, sorted.
 func (h *Harness) Counts(ctx context.Context) (map[string][]int64, error) {
-	rows, err := testconn.ReadCollected(ctx, h.Store, "out")
-	if err != nil {
-		return nil, err
-	}
-	res := map[string][]int64{}
-	for _, r := range rows {
-		k, _ := r.Row["key"].(string)
-		c, _ := r.Row["count"].(int64)
-		res[k] = append(res[k], c)
-	}
-	for k := range res {
-		sort.Slice(res[k], func(i, j int) bool { return res[k][i] < res[k][j] })
-	}
-	return res, nil
+	return testconn.CountsOf(ctx, h.Store, "out")
 }
 
 // CheckExactlyOnce verifies the oracle: for every key with n inputs, the
@@ -318,27 +305,7 @@ func (h *Harness) CheckExactlyOnce(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var bad []string
-	keys := map[string]bool{}
-	for k := range got {
-		keys[k] = true
-	}
-	for k := range h.Expected {
-		keys[k] = true
-	}
-	for k := range keys {
-		n := h.Expected[k]
-		c := got[k]
-		ok := len(c) == n
-		for i := 0; ok && i < n; i++ {
-			ok = c[i] == int64(i+1)
-		}
-		if !ok {
-			bad = append(bad, fmt.Sprintf("key %s: want counts 1..%d, got %v", k, n, summarize(c)))
-		}
-	}
-	sort.Strings(bad)
-	return bad, nil
+	return testconn.ExactlyOnce(got, h.Expected), nil
 }
 
 // RequireExactlyOnce reports every violation of the exactly-once oracle as
@@ -377,13 +344,6 @@ func (h *Harness) CheckAtLeastOnce(ctx context.Context) (dups int, bad []string,
 	}
 	sort.Strings(bad)
 	return dups, bad, nil
-}
-
-func summarize(c []int64) string {
-	if len(c) <= 12 {
-		return fmt.Sprint(c)
-	}
-	return fmt.Sprintf("%v … %v (%d values)", c[:6], c[len(c)-6:], len(c))
 }
 
 // sourceRows returns the generated input, per source partition.
