@@ -12,8 +12,9 @@ import (
 )
 
 // Context is what user code sees during one call: the current key, the
-// epoch's time, the watermarks, and access to the key's state. A Context is
-// valid only during the call it was passed to.
+// epoch's time and the watermarks. The key's states are reached through
+// State[T] with this Context. A Context is valid only during the call it
+// was passed to.
 type Context interface {
 	// Context is cancelled when the job stops.
 	Context() context.Context
@@ -25,15 +26,6 @@ type Context interface {
 	// EventWatermark is the computation's current event-time watermark: every
 	// input with an earlier event time is believed to have arrived.
 	EventWatermark() time.Time
-
-	// LoadState returns the decoded value of state name for the current key,
-	// or (nil, nil) if absent. decode turns stored bytes into a value; the
-	// engine caches the value for the rest of the epoch. Use State[T] rather
-	// than calling this directly.
-	LoadState(name string, decode func([]byte) (any, error)) (any, error)
-	// StoreState sets state name of the current key to v; empty means the
-	// state is absent (its row is deleted). encode runs once, at commit.
-	StoreState(name string, v any, empty bool, encode func(any) ([]byte, error))
 }
 
 // Output collects the outputs of one call. Outputs of a Transform get fresh

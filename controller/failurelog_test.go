@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/transport"
 )
 
@@ -27,7 +27,7 @@ func TestFailureLogFirstThenSummaries(t *testing.T) {
 	fail := func(id string, at time.Duration) {
 		p := c.partitions[transport.PartitionID(id)]
 		if p == nil {
-			p = &partition{spec: runtime.PartitionSpec{ID: transport.PartitionID(id)}}
+			p = &partition{spec: plan.PartitionSpec{ID: transport.PartitionID(id)}}
 			c.partitions[p.spec.ID] = p
 		}
 		now := t0.Add(at)

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/plan"
 )
 
 // The layout: key-hash ranges for keyed computations, one partition per
@@ -94,8 +94,8 @@ func (c *Controller) firstLayout(ctx context.Context) error {
 			continue
 		}
 		for i := 0; i < comp.Partitions; i++ {
-			lo, hi, toEnd := runtime.PartitionRange(i, comp.Partitions)
-			c.addPartition(comp, runtime.PartitionSpec{ID: runtime.KeyedPartitionID(name, i), Index: i, Lo: lo, Hi: hi, ToEnd: toEnd})
+			lo, hi, toEnd := plan.PartitionRange(i, comp.Partitions)
+			c.addPartition(comp, plan.PartitionSpec{ID: plan.KeyedPartitionID(name, i), Index: i, Lo: lo, Hi: hi, ToEnd: toEnd})
 		}
 	}
 	now := c.cfg.Store.Now()
@@ -155,19 +155,19 @@ func (c *Controller) applyListing(l listing, first bool, now time.Time) {
 		}
 		sl.listed, sl.failures, sl.lastErr = true, 0, nil
 		for _, k := range l.keys[name] {
-			id := runtime.SourcePartitionID(name, k)
+			id := plan.SourcePartitionID(name, k)
 			if _, ok := c.partitions[id]; ok {
 				continue
 			}
 			if !first {
 				c.cfg.Logf("controller: source partition %s appeared; starting a job for it", id)
 			}
-			c.addPartition(comp, runtime.PartitionSpec{ID: id, SourceKey: k})
+			c.addPartition(comp, plan.PartitionSpec{ID: id, SourceKey: k})
 		}
 	}
 }
 
-func (c *Controller) addPartition(comp *runtime.CompPlan, spec runtime.PartitionSpec) {
+func (c *Controller) addPartition(comp *plan.CompPlan, spec plan.PartitionSpec) {
 	c.partitions[spec.ID] = &partition{comp: comp, spec: spec}
 	c.order = append(c.order, spec.ID)
 }

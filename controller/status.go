@@ -3,7 +3,7 @@ package controller
 import (
 	"time"
 
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/transport"
 )
@@ -11,7 +11,7 @@ import (
 // PartitionStatus describes one partition for status output.
 type PartitionStatus struct {
 	Partition transport.PartitionID
-	Job       runtime.JobID
+	Job       plan.JobID
 	Lease     store.LeaseID
 	Worker    string
 	Restarts  int
@@ -44,7 +44,7 @@ func (c *Controller) Partitions() []PartitionStatus {
 			ps.LastError, ps.LastErrorAt = p.lastErr.Error(), &at
 		}
 		if p.job != nil {
-			ps.Job, ps.Lease, ps.Worker = p.job.id, p.job.lease, p.job.worker.id
+			ps.Job, ps.Lease, ps.Worker = p.job.id, p.job.lease, p.job.worker.ID()
 		} else if now.Before(p.restartAt) {
 			at := p.restartAt
 			ps.RestartAt = &at

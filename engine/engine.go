@@ -9,12 +9,15 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/controller"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/transport"
+	"github.com/weir-stream/weir/worker"
 )
 
 // Config configures an embedded engine.
@@ -30,7 +33,7 @@ type Config struct {
 	// summaries of repeated ones, sources that cannot be listed, a new run
 	// of a pipeline whose earlier run completed.
 	Warnf func(format string, args ...any)
-	Hooks runtime.Hooks
+	Hooks job.Hooks
 	// BufferBytes bounds each partition's transport buffer (0: default).
 	BufferBytes int
 }
@@ -38,11 +41,11 @@ type Config struct {
 // Engine is a pipeline running in this process.
 type Engine struct {
 	cfg     Config
-	plan    *runtime.Plan
+	plan    *plan.Plan
 	hub     *transport.Hub
-	board   *runtime.Board
+	board   *board.Board
 	ctl     *controller.Controller
-	workers []*controller.Worker
+	workers []*worker.Worker
 	started time.Time
 }
 
@@ -60,7 +63,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Warnf == nil {
 		cfg.Warnf = func(string, ...any) {}
 	}
-	plan, err := BuildPlan(ctx, cfg.Spec, cfg.Classes, cfg.Connectors, cfg.Store)
+	pl, err := BuildPlan(ctx, cfg.Spec, cfg.Classes, cfg.Connectors, cfg.Store)
 	if err != nil {
 		return nil, err
 	}
@@ -68,20 +71,21 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	d := cfg.Spec.Dynamic
-	e := &Engine{cfg: cfg, plan: plan, hub: transport.NewHub(cfg.BufferBytes), board: runtime.NewBoard(), started: time.Now()}
+	e := &Engine{cfg: cfg, plan: pl, hub: transport.NewHub(cfg.BufferBytes), board: board.NewBoard(), started: time.Now()}
 	n := d.WorkerCount
 	if n <= 0 {
 		n = 1
 	}
+	env := worker.Env{Plan: pl, Store: cfg.Store, Hub: e.hub, Board: e.board, Hooks: cfg.Hooks, Logf: cfg.Logf}
 	for i := 0; i < n; i++ {
-		e.workers = append(e.workers, controller.NewWorker(fmt.Sprintf("worker-%d", i), cfg.Store))
+		e.workers = append(e.workers, worker.New(fmt.Sprintf("worker-%d", i), cfg.Store, env))
 	}
 	e.ctl, err = controller.New(controller.Config{
-		Plan: plan, Store: cfg.Store, Hub: e.hub, Board: e.board, Workers: e.workers,
+		Plan: pl, Store: cfg.Store, Hub: e.hub, Board: e.board, Workers: worker.ForController(e.workers),
 		LeaseTimeout: d.LeaseTimeout.Std(), LeasePingPeriod: d.LeasePingPeriod.Std(),
 		LostWorkerTimeout: d.LostJobTimeout.Std(), SchedulerPeriod: d.SchedulerPeriod.Std(),
 		RestartBackoff: d.JobRestartBackoff.Std(), RestartBackoffMax: d.JobRestartBackoffMax.Std(),
-		Hooks: cfg.Hooks, Rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), Logf: cfg.Logf, Warnf: cfg.Warnf,
+		Rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), Logf: cfg.Logf, Warnf: cfg.Warnf,
 	})
 	if err != nil {
 		return nil, err
@@ -114,10 +118,10 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 func (e *Engine) Controller() *controller.Controller { return e.ctl }
 
 // Plan returns the runtime plan.
-func (e *Engine) Plan() *runtime.Plan { return e.plan }
+func (e *Engine) Plan() *plan.Plan { return e.plan }
 
 // Board returns the job status board.
-func (e *Engine) Board() *runtime.Board { return e.board }
+func (e *Engine) Board() *board.Board { return e.board }
 
 // Run runs the pipeline until it completes, is stopped (a drain requested
 // with the controller's SetTarget(Stopped)) or ctx ends. Workers heartbeat
@@ -152,7 +156,7 @@ func (e *Engine) Run(ctx context.Context) (controller.State, error) {
 // Status is a JSON-friendly snapshot of a running engine.
 type Status struct {
 	State        controller.State             `json:"state"`
-	Computations map[string]runtime.Counters  `json:"computations"`
+	Computations map[string]board.Counters    `json:"computations"`
 	Partitions   []controller.PartitionStatus `json:"partitions"`
 	Controller   controller.Stats             `json:"controller"`
 	// Failing lists the partitions whose jobs keep failing (restarted with

@@ -17,7 +17,7 @@
 // deleted by retention and records skipped as malformed. A batch shows a
 // gap by its records' offsets and by a Next beyond its last record. (The
 // runtime's source reader accepts increasing offsets with gaps; see
-// runtime/source.go.)
+// job/source.go.)
 //
 // Rows: with format = json (default) the record value must be one JSON
 // object (codec.RowFromJSON); with format = raw the row is {"key": bytes,

@@ -12,7 +12,8 @@ import (
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/controller"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/transport"
 )
@@ -140,7 +141,7 @@ func TestBackpressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < h.Opts.CounterPartitions; i++ {
-		p := runtime.KeyedPartitionID("Counter", i)
+		p := plan.KeyedPartitionID("Counter", i)
 		if hw := h.Hub.HighWater(p); hw > bound+512 {
 			t.Errorf("buffer of %s reached %d bytes, bound %d", p, hw, bound)
 		}
@@ -192,11 +193,11 @@ func randomScenario(t *testing.T, seed uint64) error {
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	crashes := NewCrashes(seed, 0.03+r.Float64()*0.07, 10+r.IntN(30))
 	swift := r.IntN(2) == 0
-	target := runtime.KeyedPartitionID("Counter", 0)
+	target := plan.KeyedPartitionID("Counter", 0)
 	if swift {
-		target = runtime.SourcePartitionID("Reader", "p0")
+		target = plan.SourcePartitionID("Reader", "p0")
 	}
-	freezer := NewFreezer(target, runtime.CrashBeforeCommit)
+	freezer := NewFreezer(target, job.CrashBeforeCommit)
 	freezer.Inner = crashes
 	var fs *FaultStore
 	o := Options{
