@@ -31,6 +31,8 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	case "queue":
 		os.Exit(queueHelper())
+	case "kafka":
+		os.Exit(kafkaHelper())
 	default:
 		fmt.Fprintf(os.Stderr, "unknown %s=%q\n", helperEnv, os.Getenv(helperEnv))
 		os.Exit(2)
