@@ -9,7 +9,8 @@ import (
 // TestBenchTableMedians: a row reports each column's median over its runs
 // (even counts average the middle two), a failed run fails the row, and
 // the ratios are to exactly_once, to the comparator of the row's kind and
-// to the floors of the same binary.
+// to the floors of the same binary; CPU that covers a whole child process
+// (not only the timed run) is marked.
 func TestBenchTableMedians(t *testing.T) {
 	tb := &benchTable{bins: []string{"new", "old"}, runs: map[benchKey][]benchResult{}}
 	add := func(bin int, c benchCase, rates ...float64) {
@@ -30,6 +31,7 @@ func TestBenchTableMedians(t *testing.T) {
 	add(0, byName[kafkaHandRow], 80)
 	add(0, byName["kafka: weir (KafkaSource → Counter → KafkaSink)"], 40)
 	add(1, byName[eoRow], 60)
+	tb.runs[benchKey{1, eoRow}][0].CPUScope = "process"
 	failed := byName["swift chain"]
 	add(0, failed, 10, 20)
 	tb.runs[benchKey{0, failed.Name}][1].Err = "pipeline ended in stopped"
@@ -67,6 +69,9 @@ func TestBenchTableMedians(t *testing.T) {
 	}
 	if !strings.Contains(text, failed.Name+" ") || !strings.Contains(text, "FAILED: pipeline ended in stopped") {
 		t.Errorf("the failed row is not shown as failed:\n%s", text)
+	}
+	if got := row(eoRow + " [baseline]")[7]; got != "10.00*" || !strings.Contains(text, "* CPU of the whole child process") {
+		t.Errorf("a row whose CPU covers the whole process is not marked: %q\n%s", got, text)
 	}
 	if !strings.Contains(text, "medians of 4 run(s)") {
 		t.Errorf("the table does not say how many runs it summarizes:\n%s", text)

@@ -199,12 +199,12 @@ func benchKafkaHandwritten(dir string, c benchCase, res *benchResult) error {
 // timeHandwritten runs a hand-written loop, records its rate and checks
 // that it processed every event.
 func timeHandwritten(c benchCase, res *benchResult, loop func() (int, error)) error {
-	start := time.Now()
+	clk := startBenchClock()
 	n, err := loop()
 	if err != nil {
 		return err
 	}
-	res.MsgsPerSec = float64(c.Messages) / time.Since(start).Seconds()
+	clk.stop(res, c.Messages)
 	if n != c.Messages {
 		return fmt.Errorf("the loop processed %d events, want %d", n, c.Messages)
 	}
