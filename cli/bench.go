@@ -727,6 +727,22 @@ func benchPipeline(o *Options, dir string, c benchCase, res *benchResult) error 
 	if err != nil {
 		return err
 	}
+	return withBenchQueues(dir, c, c.Kind != "latency", func(ctx context.Context, st store.Store, in, out *queue.Queue) error {
+		if c.Kind == "latency" {
+			p.Computations["Reader"].SourceStreams["events"].Parameters["finite"] = false
+			return benchLatency(o, st, p, in, out, c, res)
+		}
+		if err := benchRunEngine(o, st, p, c.Messages, res); err != nil {
+			return err
+		}
+		return checkOutputs(ctx, out, c.Messages)
+	})
+}
+
+// withBenchQueues opens a store in dir, creates the bench's queues in it
+// (benchQueues), writes the events to the input queue if write, and runs
+// fn.
+func withBenchQueues(dir string, c benchCase, write bool, fn func(ctx context.Context, st store.Store, in, out *queue.Queue) error) error {
 	st, err := openStore(dir)
 	if err != nil {
 		return err
@@ -737,42 +753,26 @@ func benchPipeline(o *Options, dir string, c benchCase, res *benchResult) error 
 	if err != nil {
 		return err
 	}
-	if c.Kind == "latency" {
-		p.Computations["Reader"].SourceStreams["events"].Parameters["finite"] = false
-		return benchLatency(o, st, p, in, out, c, res)
+	if write {
+		if err := benchEvents(c.Messages, in.Partitions(), func(rows []weir.Row, ps []int) error { return in.Write(ctx, rows, ps) }); err != nil {
+			return err
+		}
 	}
-	if err := benchEvents(c.Messages, in.Partitions(), func(rows []weir.Row, ps []int) error { return in.Write(ctx, rows, ps) }); err != nil {
-		return err
-	}
-	if err := benchRunEngine(o, st, p, c.Messages, res); err != nil {
-		return err
-	}
-	return checkOutputs(ctx, out, c.Messages)
+	return fn(ctx, st, in, out)
 }
 
 // benchHandwritten runs the hand-written exactly-once loop
 // (handwritten.QueueCounter) over the same queues and events as the
 // pipeline rows, batch c.BatchRows, from its start to its end.
 func benchHandwritten(dir string, c benchCase, res *benchResult) error {
-	st, err := openStore(dir)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	ctx := context.Background()
-	in, out, err := benchQueues(ctx, st, c)
-	if err != nil {
-		return err
-	}
-	if err := benchEvents(c.Messages, in.Partitions(), func(rows []weir.Row, ps []int) error { return in.Write(ctx, rows, ps) }); err != nil {
-		return err
-	}
-	if err := timeHandwritten(c, res, func() (int, error) {
-		return handwritten.QueueCounter{Store: st, In: in, Out: out, Batch: c.BatchRows}.Run(ctx)
-	}); err != nil {
-		return err
-	}
-	return checkOutputs(ctx, out, c.Messages)
+	return withBenchQueues(dir, c, true, func(ctx context.Context, st store.Store, in, out *queue.Queue) error {
+		if err := timeHandwritten(c, res, func() (int, error) {
+			return handwritten.QueueCounter{Store: st, In: in, Out: out, Batch: c.BatchRows}.Run(ctx)
+		}); err != nil {
+			return err
+		}
+		return checkOutputs(ctx, out, c.Messages)
+	})
 }
 
 // benchLatency offers events at a fixed rate to a running pipeline and

@@ -26,6 +26,7 @@ import (
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/internal/handwritten"
+	"github.com/weir-stream/weir/store"
 )
 
 // The topics of the Kafka example (examples/kafka), 4 partitions each.
@@ -137,45 +138,9 @@ func produceBenchEvents(ctx context.Context, brokers []string, n int) error {
 	})
 }
 
-// benchKafka runs the Kafka example against the case's broker: the
-// source reads the input topic to its end (finite), the sink writes
-// exactly-once. Timed from the engine's start to completion.
-func benchKafka(o *Options, dir string, c benchCase, res *benchResult) error {
-	brokers, stop, err := caseBrokers(c)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	p, err := benchSpec(c)
-	if err != nil {
-		return err
-	}
-	list := make([]any, len(brokers))
-	for i, b := range brokers {
-		list[i] = b
-	}
-	for _, comp := range p.Computations {
-		for _, s := range comp.SourceStreams {
-			s.Parameters["brokers"], s.Parameters["finite"] = list, true
-		}
-		for _, s := range comp.Sinks {
-			s.Parameters["brokers"] = list
-		}
-	}
-	st, err := openStore(dir)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if err := produceBenchEvents(context.Background(), brokers, c.Messages); err != nil {
-		return fmt.Errorf("write the input topic: %w", err)
-	}
-	return benchRunEngine(o, st, p, c.Messages, res)
-}
-
-// benchKafkaHandwritten runs handwritten.KafkaCounter (batch c.BatchRows)
-// against the case's broker, with its counts in a store like weir's.
-func benchKafkaHandwritten(dir string, c benchCase, res *benchResult) error {
+// withKafkaInput gets the case's brokers, writes the events to the input
+// topic, opens a store in dir and runs fn.
+func withKafkaInput(dir string, c benchCase, fn func(ctx context.Context, brokers []string, st store.Store) error) error {
 	brokers, stop, err := caseBrokers(c)
 	if err != nil {
 		return err
@@ -190,9 +155,42 @@ func benchKafkaHandwritten(dir string, c benchCase, res *benchResult) error {
 	if err := produceBenchEvents(ctx, brokers, c.Messages); err != nil {
 		return fmt.Errorf("write the input topic: %w", err)
 	}
-	return timeHandwritten(c, res, func() (int, error) {
-		return handwritten.KafkaCounter{Store: st, Brokers: brokers, In: benchInTopic, Out: benchOutTopic,
-			Group: "bench-handwritten", Batch: c.BatchRows}.Run(ctx)
+	return fn(ctx, brokers, st)
+}
+
+// benchKafka runs the Kafka example against the case's broker: the
+// source reads the input topic to its end (finite), the sink writes
+// exactly-once. Timed from the engine's start to completion.
+func benchKafka(o *Options, dir string, c benchCase, res *benchResult) error {
+	p, err := benchSpec(c)
+	if err != nil {
+		return err
+	}
+	return withKafkaInput(dir, c, func(_ context.Context, brokers []string, st store.Store) error {
+		list := make([]any, len(brokers))
+		for i, b := range brokers {
+			list[i] = b
+		}
+		for _, comp := range p.Computations {
+			for _, s := range comp.SourceStreams {
+				s.Parameters["brokers"], s.Parameters["finite"] = list, true
+			}
+			for _, s := range comp.Sinks {
+				s.Parameters["brokers"] = list
+			}
+		}
+		return benchRunEngine(o, st, p, c.Messages, res)
+	})
+}
+
+// benchKafkaHandwritten runs handwritten.KafkaCounter (batch c.BatchRows)
+// against the case's broker, with its counts in a store like weir's.
+func benchKafkaHandwritten(dir string, c benchCase, res *benchResult) error {
+	return withKafkaInput(dir, c, func(ctx context.Context, brokers []string, st store.Store) error {
+		return timeHandwritten(c, res, func() (int, error) {
+			return handwritten.KafkaCounter{Store: st, Brokers: brokers, In: benchInTopic, Out: benchOutTopic,
+				Group: "bench-handwritten", Batch: c.BatchRows}.Run(ctx)
+		})
 	})
 }
 

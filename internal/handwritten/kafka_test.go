@@ -22,36 +22,19 @@ import (
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/connector/queue"
 	"github.com/weir-stream/weir/connector/statictable/tabletest"
+	"github.com/weir-stream/weir/store"
 	pstore "github.com/weir-stream/weir/store/pebble"
 )
 
 // kafkaHelper runs KafkaCounter against the brokers in
-// WEIR_HANDWRITTEN_BROKERS with its store in WEIR_HANDWRITTEN_DIR and
-// batch WEIR_HANDWRITTEN_BATCH; it prints "ready" once the store is open
-// and "committed" after each transaction.
+// WEIR_HANDWRITTEN_BROKERS.
 func kafkaHelper() int {
-	batch, err := strconv.Atoi(os.Getenv("WEIR_HANDWRITTEN_BATCH"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "batch:", err)
-		return 2
-	}
-	st, err := pstore.Open(os.Getenv("WEIR_HANDWRITTEN_DIR"), pstore.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer st.Close()
-	fmt.Println("ready")
-	c := testKafkaCounter(strings.Split(os.Getenv("WEIR_HANDWRITTEN_BROKERS"), ","), batch)
-	c.Store = st
-	c.Committed = func(int) { fmt.Println("committed") }
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := c.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
+	return helper(func(ctx context.Context, st store.Store, batch int, committed func()) error {
+		c := testKafkaCounter(strings.Split(os.Getenv("WEIR_HANDWRITTEN_BROKERS"), ","), batch)
+		c.Store, c.Committed = st, func(int) { committed() }
+		_, err := c.Run(ctx)
+		return err
+	})
 }
 
 func testKafkaCounter(brokers []string, batch int) KafkaCounter {
@@ -147,17 +130,7 @@ func TestKafkaCounter(t *testing.T) {
 	defer st.Close()
 	kc := testKafkaCounter(c.ListenAddrs(), 100)
 	kc.Store = st
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for i, wantN := range []int{3000, 0} {
-		n, err := kc.Run(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n != wantN {
-			t.Fatalf("run %d processed %d records, want %d", i, n, wantN)
-		}
-	}
+	runTwice(t, 3000, kc.Run)
 	tabletest.CheckExact(t, readKafkaCounts(t, c), want)
 }
 

@@ -2,7 +2,9 @@ package handwritten
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -18,6 +21,7 @@ import (
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/connector/queue"
 	"github.com/weir-stream/weir/connector/statictable/tabletest"
+	"github.com/weir-stream/weir/store"
 	pstore "github.com/weir-stream/weir/store/pebble"
 )
 
@@ -39,11 +43,12 @@ func TestMain(m *testing.M) {
 	}
 }
 
-// queueHelper runs QueueCounter over the data directory in
-// WEIR_HANDWRITTEN_DIR with batch WEIR_HANDWRITTEN_BATCH; it prints "ready"
-// once the store is open and "committed" after each commit, so the parent
-// can place its kills between any two commits.
-func queueHelper() int {
+// helper runs a loop in a child process: it opens the store in
+// WEIR_HANDWRITTEN_DIR, prints "ready", and runs loop with the batch of
+// WEIR_HANDWRITTEN_BATCH and a function that prints "committed" (the
+// parent places its kills between any two commits). It returns the exit
+// code.
+func helper(loop func(ctx context.Context, st store.Store, batch int, committed func()) error) int {
 	batch, err := strconv.Atoi(os.Getenv("WEIR_HANDWRITTEN_BATCH"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "batch:", err)
@@ -55,20 +60,28 @@ func queueHelper() int {
 		return 1
 	}
 	defer st.Close()
-	ctx := context.Background()
-	in, err1 := queue.Open(ctx, st, "events")
-	out, err2 := queue.Open(ctx, st, "counts")
-	if err1 != nil || err2 != nil {
-		fmt.Fprintln(os.Stderr, err1, err2)
-		return 1
-	}
 	fmt.Println("ready")
-	c := QueueCounter{Store: st, In: in, Out: out, Batch: batch, Committed: func(int, uint64) { fmt.Println("committed") }}
-	if _, err := c.Run(ctx); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := loop(ctx, st, batch, func() { fmt.Println("committed") }); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return 0
+}
+
+// queueHelper runs QueueCounter over the queues "events" and "counts".
+func queueHelper() int {
+	return helper(func(ctx context.Context, st store.Store, batch int, committed func()) error {
+		in, err1 := queue.Open(ctx, st, "events")
+		out, err2 := queue.Open(ctx, st, "counts")
+		if err := errors.Join(err1, err2); err != nil {
+			return err
+		}
+		c := QueueCounter{Store: st, In: in, Out: out, Batch: batch, Committed: func(int, uint64) { committed() }}
+		_, err := c.Run(ctx)
+		return err
+	})
 }
 
 // writeEvents writes n events over keys keys into a new 4-partition queue
@@ -108,9 +121,8 @@ func writeEvents(t *testing.T, dir string, n, keys int, seed uint64) map[string]
 	return want
 }
 
-// readCounts reads every row of the queue "counts": per key, its counts
-// in increasing order.
-func readCounts(t *testing.T, dir string) map[string][]int64 {
+// readQueue opens dir's store read-only and calls fn with the queue name.
+func readQueue(t *testing.T, dir, name string, fn func(ctx context.Context, st store.Store, q *queue.Queue)) {
 	t.Helper()
 	st, err := pstore.Open(dir, pstore.Options{ReadOnly: true})
 	if err != nil {
@@ -118,22 +130,31 @@ func readCounts(t *testing.T, dir string) map[string][]int64 {
 	}
 	defer st.Close()
 	ctx := context.Background()
-	out, err := queue.Open(ctx, st, "counts")
+	q, err := queue.Open(ctx, st, name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	fn(ctx, st, q)
+}
+
+// readCounts reads every row of the queue "counts": per key, its counts
+// in increasing order.
+func readCounts(t *testing.T, dir string) map[string][]int64 {
+	t.Helper()
 	got := map[string][]int64{}
-	for p := 0; p < out.Partitions(); p++ {
-		rows, err := out.Read(ctx, p, 0, 0)
-		if err != nil {
-			t.Fatal(err)
+	readQueue(t, dir, "counts", func(ctx context.Context, _ store.Store, out *queue.Queue) {
+		for p := 0; p < out.Partitions(); p++ {
+			rows, err := out.Read(ctx, p, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				k, _ := r.Row["key"].(string)
+				c, _ := r.Row["count"].(int64)
+				got[k] = append(got[k], c)
+			}
 		}
-		for _, r := range rows {
-			k, _ := r.Row["key"].(string)
-			c, _ := r.Row["count"].(int64)
-			got[k] = append(got[k], c)
-		}
-	}
+	})
 	for _, c := range got {
 		sort.Slice(c, func(i, j int) bool { return c[i] < c[j] })
 	}
@@ -143,23 +164,17 @@ func readCounts(t *testing.T, dir string) map[string][]int64 {
 // committedOffsets returns the loop's committed offset per partition.
 func committedOffsets(t *testing.T, dir string) []uint64 {
 	t.Helper()
-	st, err := pstore.Open(dir, pstore.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	ctx := context.Background()
-	in, err := queue.Open(ctx, st, "events")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := QueueCounter{Store: st, In: in}
-	offs := make([]uint64, in.Partitions())
-	for p := range offs {
-		if offs[p], err = c.Offset(ctx, p); err != nil {
-			t.Fatal(err)
+	var offs []uint64
+	readQueue(t, dir, "events", func(ctx context.Context, st store.Store, in *queue.Queue) {
+		c := QueueCounter{Store: st, In: in}
+		offs = make([]uint64, in.Partitions())
+		for p := range offs {
+			var err error
+			if offs[p], err = c.Offset(ctx, p); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
+	})
 	return offs
 }
 
@@ -174,8 +189,8 @@ func startHelper(t *testing.T, role string, env ...string) (cmd *exec.Cmd, commi
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
+	var stderr bytes.Buffer // read only after Wait, which ends its copying
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -319,18 +334,26 @@ func TestQueueCounter(t *testing.T) {
 	ctx := context.Background()
 	in, _ := queue.Open(ctx, st, "events")
 	out, _ := queue.Open(ctx, st, "counts")
-	c := QueueCounter{Store: st, In: in, Out: out, Batch: 64}
-	for i, wantN := range []int{5000, 0} {
-		n, err := c.Run(ctx)
+	runTwice(t, 5000, QueueCounter{Store: st, In: in, Out: out, Batch: 64}.Run)
+	st.Close()
+	tabletest.CheckExact(t, readCounts(t, dir), want)
+}
+
+// runTwice runs a loop twice: the first run processes n inputs, the second
+// finds nothing left.
+func runTwice(t *testing.T, n int, run func(context.Context) (int, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i, want := range []int{n, 0} {
+		got, err := run(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n != wantN {
-			t.Fatalf("run %d processed %d rows, want %d", i, n, wantN)
+		if got != want {
+			t.Fatalf("run %d processed %d inputs, want %d", i, got, want)
 		}
 	}
-	st.Close()
-	tabletest.CheckExact(t, readCounts(t, dir), want)
 }
 
 // TestQueueCounterRejectsBadRows: a row whose key is not a string stops
@@ -350,7 +373,7 @@ func TestQueueCounterRejectsBadRows(t *testing.T) {
 	}
 	c := QueueCounter{Store: st, In: in, Out: out, Batch: 10}
 	_, err = c.Run(ctx)
-	if err == nil || !containsAll(err.Error(), "queue events partition 0 row 1", `column "key" is int64`) {
+	if err == nil || !strings.Contains(err.Error(), `queue events partition 0 row 1: column "key" is int64`) {
 		t.Fatalf("error %v does not name the bad row", err)
 	}
 	if n, _ := out.Len(ctx, 0); n != 0 {
