@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	goruntime "runtime"
 	"runtime/pprof"
 	"sort"
@@ -26,6 +27,7 @@ import (
 	"github.com/weir-stream/weir/examples"
 	"github.com/weir-stream/weir/internal/chaos"
 	"github.com/weir-stream/weir/internal/codec"
+	"github.com/weir-stream/weir/internal/handwritten"
 	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/store"
 )
@@ -34,7 +36,10 @@ import (
 type benchCase struct {
 	Name string `json:"name"`
 	// Kind: "store" (raw synced commits), "floor" (in-memory pass-through),
-	// "pipeline" (an example spec, optionally modified) or "latency".
+	// "pipeline" (an example spec, optionally modified), "latency",
+	// "recovery", "handwritten" (the hand-written exactly-once queue loop,
+	// internal/handwritten), "kafka" (the kafka example on kfake) or
+	// "kafka-handwritten" (the hand-written franz-go loop on kfake).
 	Kind       string `json:"kind"`
 	Example    string `json:"example,omitempty"`
 	Mode       string `json:"mode,omitempty"`
@@ -44,6 +49,10 @@ type benchCase struct {
 	Messages   int    `json:"messages"`
 	// Rate is the offered rate of a latency case (messages/s).
 	Rate float64 `json:"rate,omitempty"`
+	// Brokers of the kfake cluster a Kafka case runs against (set by the
+	// parent, which runs the broker in a process of its own; empty: the
+	// case starts one).
+	Brokers []string `json:"brokers,omitempty"`
 }
 
 // benchResult is what one case measured.
@@ -55,27 +64,49 @@ type benchResult struct {
 	CPUPerMillion float64   `json:"cpu_s_per_million"`
 	PeakRSSMiB    float64   `json:"peak_rss_mib"`
 	StoreBytesMsg float64   `json:"store_bytes_per_msg"`
-	Err           string    `json:"error,omitempty"`
+	// CPUScope says what CPUPerMillion covers: "run" (the timed part only,
+	// measured by the case itself) or "process" (the whole child process,
+	// input generation included: a binary that does not measure the run).
+	CPUScope string `json:"cpu_scope,omitempty"`
+	// BrokerCPUPerMillion and BrokerRSSMiB are the kfake broker process's
+	// CPU and peak RSS (Kafka cases; not included in the row's own).
+	BrokerCPUPerMillion float64 `json:"broker_cpu_s_per_million,omitempty"`
+	BrokerRSSMiB        float64 `json:"broker_peak_rss_mib,omitempty"`
+	// Binary is the weir binary that ran the case (--json with --baseline).
+	Binary string `json:"binary,omitempty"`
+	Err    string `json:"error,omitempty"`
 }
 
 func runBench(o *Options, args []string) error {
-	fs := newFlags(o, "bench", "[--quick] [--messages N] [--json]",
+	fs := newFlags(o, "bench", "[--quick] [--messages N] [--repeat N] [--rows REGEXP] [--baseline BIN] [--json]",
 		"Measures weir on this machine and prints one table, every row run side by\n"+
 			"side in one invocation (each in its own process, so CPU and peak RSS are\n"+
-			"its own): the store's raw synced commit rate for the same rows (the\n"+
-			"limit), an in-memory pass-through with no guarantees (the floor),\n"+
+			"its own): the store's raw synced commit rate for the same rows and an\n"+
+			"in-memory pass-through with no guarantees (the floors); the hand-written\n"+
+			"exactly-once loop a user would write instead of weir (the comparator);\n"+
 			"exactly_once, at_least_once_consistent, a Swift chain, AsyncQueueSink,\n"+
-			"at_most_once_strategy, end-to-end latency at half of the exactly-once\n"+
-			"peak, and a sweep of batch size and partition count. Ratios are to\n"+
-			"exactly_once. Messages are ~100-byte events over 10,000 keys.")
+			"at_most_once_strategy, a sweep of batch size and partition count; weir\n"+
+			"and a hand-written franz-go transactional loop on an in-process Kafka\n"+
+			"(kfake, in a process of its own); recovery after SIGKILL; end-to-end\n"+
+			"latency at half of the exactly-once peak. Ratios are to exactly_once, to\n"+
+			"the comparator (the franz-go loop for Kafka rows) and to the floors.\n"+
+			"Messages are ~100-byte events over 10,000 keys.")
 	quick := fs.Bool("quick", false, "small sizes: finishes in well under a minute")
 	msgs := fs.Int("messages", 0, "messages per throughput row (default 300000; 20000 with --quick)")
-	asJSON := fs.Bool("json", false, "print results as JSON lines instead of a table")
+	asJSON := fs.Bool("json", false, "print every run's result as a JSON line instead of the table")
+	repeat := fs.Int("repeat", 1, "run every row N times, interleaved (all rows, then all rows again), and report each column's median")
+	rows := fs.String("rows", "", "run only the rows whose name matches this regular expression (the latency row also needs exactly_once)")
+	baseline := fs.String("baseline", "", "another weir binary (before a change): run every row with it too, alternating with this one, and print its rows under this one's")
 	one := fs.String("one", "", "internal: run one case given as JSON and print its result")
+	broker := fs.Bool("broker", false, "internal: run a kfake Kafka broker for a Kafka row, print its address and stop when stdin closes")
 	cpuprofile := fs.String("cpuprofile", "", "with --one: write a CPU profile of the case to this file")
 	memprofile := fs.String("memprofile", "", "with --one: write a heap profile (in-use at the peak sample) to this file")
+	allocprofile := fs.String("allocprofile", "", "with --one: write a heap profile when the case ends, for its allocations over the whole case (go tool pprof -sample_index=alloc_space)")
 	if _, err := parse(fs, args); err != nil {
 		return err
+	}
+	if *broker {
+		return runBenchBroker(o)
 	}
 	if *one != "" {
 		var c benchCase
@@ -99,7 +130,22 @@ func runBench(o *Options, args []string) error {
 		}
 		res := runBenchCase(o, c)
 		stop()
+		if *allocprofile != "" {
+			if err := writeHeapProfile(*allocprofile); err != nil {
+				return err
+			}
+		}
 		return json.NewEncoder(o.Stdout).Encode(res)
+	}
+	if *repeat < 1 {
+		return usageErr(fs, "--repeat must be at least 1")
+	}
+	var only *regexp.Regexp
+	if *rows != "" {
+		var err error
+		if only, err = regexp.Compile(*rows); err != nil {
+			return usageErr(fs, "--rows: %v", err)
+		}
 	}
 	n := *msgs
 	if n == 0 {
@@ -108,48 +154,51 @@ func runBench(o *Options, args []string) error {
 			n = 20000
 		}
 	}
-	cases := []benchCase{
-		{Name: "store: raw synced commits", Kind: "store", Messages: n},
-		{Name: "floor: in-memory, no guarantees", Kind: "floor", Messages: n},
-		{Name: "exactly_once", Kind: "pipeline", Example: "counter", Messages: n},
-		{Name: "at_least_once_consistent", Kind: "pipeline", Example: "counter-alo", Messages: n},
-		{Name: "swift chain", Kind: "pipeline", Example: "swift-chain", Messages: n},
-		{Name: "AsyncQueueSink", Kind: "pipeline", Example: "counter-async", Messages: n},
-		{Name: "at_most_once_strategy", Kind: "pipeline", Example: "counter-async", AtMostOnce: true, Messages: n},
-	}
-	sweepBatch := []int{100, 1000, 10000}
-	sweepParts := []int{1, 4, 8}
-	if *quick {
-		sweepBatch, sweepParts = []int{100, 10000}, []int{1, 8}
-	}
-	for _, b := range sweepBatch {
-		cases = append(cases, benchCase{Name: fmt.Sprintf("exactly_once, batch %d", b), Kind: "pipeline", Example: "counter", BatchRows: b, Messages: n})
-	}
-	for _, p := range sweepParts {
-		cases = append(cases, benchCase{Name: fmt.Sprintf("exactly_once, %d partitions", p), Kind: "pipeline", Example: "counter", Partitions: p, Messages: n})
-	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	var results []benchResult
-	var eoRate float64
-	run := func(c benchCase) benchResult {
-		fmt.Fprintf(o.Stderr, "bench: %s …\n", c.Name)
-		r := runBenchChild(self, c)
-		if r.Err != "" {
-			fmt.Fprintf(o.Stderr, "bench: %s: %s\n", c.Name, r.Err)
-		}
-		results = append(results, r)
-		if *asJSON {
-			json.NewEncoder(o.Stdout).Encode(r)
-		}
-		return r
+	bins := []string{self}
+	if *baseline != "" {
+		bins = append(bins, *baseline)
 	}
-	for _, c := range cases {
-		r := run(c)
-		if c.Name == "exactly_once" {
-			eoRate = r.MsgsPerSec
+	t := &benchTable{bins: bins, runs: map[benchKey][]benchResult{}}
+	// round runs c once with every binary, alternating which goes first
+	// from round to round, so that neither always runs on a machine warmed
+	// (or loaded) by the other.
+	round := func(c benchCase, r int) {
+		if only != nil && !only.MatchString(c.Name) {
+			return
+		}
+		t.add(c)
+		for i := range bins {
+			b := (i + r) % len(bins)
+			label := c.Name
+			if b > 0 {
+				label += " [baseline]"
+			}
+			fmt.Fprintf(o.Stderr, "bench: %s (round %d of %d) …\n", label, r+1, *repeat)
+			res := runBenchChild(self, bins[b], c)
+			if res.Err != "" {
+				fmt.Fprintf(o.Stderr, "bench: %s: %s\n", label, res.Err)
+			}
+			if *asJSON {
+				res.Binary = bins[b]
+				json.NewEncoder(o.Stdout).Encode(res)
+			}
+			t.runs[benchKey{b, c.Name}] = append(t.runs[benchKey{b, c.Name}], res)
+		}
+	}
+	// Throughput rows: each round runs all of them, so that a slow moment
+	// of the shared machine hits different rows in different rounds.
+	for r := 0; r < *repeat; r++ {
+		for _, c := range benchCases(n, *quick) {
+			round(c, r)
+		}
+	}
+	run := func(c benchCase) {
+		for r := 0; r < *repeat; r++ {
+			round(c, r)
 		}
 	}
 	kills := 5
@@ -157,27 +206,82 @@ func runBench(o *Options, args []string) error {
 		kills = 2
 	}
 	run(benchCase{Name: "recovery: SIGKILL → first commit", Kind: "recovery", Example: "counter", Messages: max(n/3, 10000), Rate: float64(kills)})
-	if eoRate > 0 {
+	if eo := t.median(0, eoRow).MsgsPerSec; eo > 0 {
 		lat := n / 2
 		if !*quick {
 			lat = min(n, 200000)
 		}
-		run(benchCase{Name: "latency, exactly_once at half peak", Kind: "latency", Example: "counter", Messages: lat, Rate: eoRate / 2})
+		run(benchCase{Name: "latency, exactly_once at half peak", Kind: "latency", Example: "counter", Messages: lat, Rate: eo / 2})
 	}
 	if !*asJSON {
-		printBenchTable(o.Stdout, results, eoRate)
+		t.print(o.Stdout)
 	}
-	for _, r := range results {
-		if r.Err != "" {
-			return errors.New("some bench rows failed")
+	// A baseline's failures (an older binary lacks newer kinds of rows)
+	// are shown in the table but do not fail the command.
+	for k, rs := range t.runs {
+		for _, r := range rs {
+			if r.Err != "" && k.bin == 0 {
+				return errors.New("some bench rows failed")
+			}
 		}
 	}
 	return nil
 }
 
-func runBenchChild(self string, c benchCase) benchResult {
+// The rows other rows are compared with.
+const (
+	eoRow        = "exactly_once"
+	handRow      = "hand-written exactly-once loop (Pebble)"
+	kafkaHandRow = "kafka: hand-written franz-go txn loop (Pebble)"
+	memFloorRow  = "floor: in-memory, no guarantees"
+	storeRow     = "store: raw synced commits"
+)
+
+// benchCases are the throughput rows of a bench run with n messages a row.
+func benchCases(n int, quick bool) []benchCase {
+	cases := []benchCase{
+		{Name: storeRow, Kind: "store", Messages: n},
+		{Name: memFloorRow, Kind: "floor", Messages: n},
+		{Name: handRow, Kind: "handwritten", BatchRows: 1000, Messages: n},
+		{Name: eoRow, Kind: "pipeline", Example: "counter", Messages: n},
+		{Name: "at_least_once_consistent", Kind: "pipeline", Example: "counter-alo", Messages: n},
+		{Name: "swift chain", Kind: "pipeline", Example: "swift-chain", Messages: n},
+		{Name: "AsyncQueueSink", Kind: "pipeline", Example: "counter-async", Messages: n},
+		{Name: "at_most_once_strategy", Kind: "pipeline", Example: "counter-async", AtMostOnce: true, Messages: n},
+	}
+	sweepBatch := []int{100, 1000, 10000}
+	sweepParts := []int{1, 4, 8}
+	if quick {
+		sweepBatch, sweepParts = []int{100, 10000}, []int{1, 8}
+	}
+	for _, b := range sweepBatch {
+		cases = append(cases, benchCase{Name: fmt.Sprintf("exactly_once, batch %d", b), Kind: "pipeline", Example: "counter", BatchRows: b, Messages: n})
+	}
+	cases = append(cases, benchCase{Name: "hand-written loop, batch 10000", Kind: "handwritten", BatchRows: 10000, Messages: n})
+	for _, p := range sweepParts {
+		cases = append(cases, benchCase{Name: fmt.Sprintf("exactly_once, %d partitions", p), Kind: "pipeline", Example: "counter", Partitions: p, Messages: n})
+	}
+	return append(cases,
+		benchCase{Name: "kafka: weir (KafkaSource → Counter → KafkaSink)", Kind: "kafka", Example: "kafka", Messages: n},
+		benchCase{Name: kafkaHandRow, Kind: "kafka-handwritten", BatchRows: 1000, Messages: n},
+	)
+}
+
+// runBenchChild runs case c in a child process of bin ('bin bench --one')
+// and adds the child's CPU time and peak RSS to its result. A Kafka case
+// gets a kfake broker in another child process of self, started first and
+// stopped after; its CPU and RSS are reported apart.
+func runBenchChild(self, bin string, c benchCase) benchResult {
+	var stopBroker func() (*syscall.Rusage, error)
+	if isKafkaCase(c) {
+		addr, stop, err := startBenchBroker(self)
+		if err != nil {
+			return benchResult{Case: c, Err: err.Error()}
+		}
+		c.Brokers, stopBroker = []string{addr}, stop
+	}
 	b, _ := json.Marshal(c)
-	cmd := exec.Command(self, "bench", "--one", string(b))
+	cmd := exec.Command(bin, "bench", "--one", string(b))
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -185,41 +289,201 @@ func runBenchChild(self string, c benchCase) benchResult {
 	if jerr := json.Unmarshal(out.Bytes(), &r); jerr != nil {
 		r = benchResult{Case: c, Err: fmt.Sprintf("%v: %s", err, strings.TrimSpace(errb.String()))}
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && cmd.ProcessState != nil {
-		cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		if c.Messages > 0 {
-			r.CPUPerMillion = cpu.Seconds() / float64(c.Messages) * 1e6
+	cpu, rss := processUsage(cmd.ProcessState)
+	if r.CPUScope != "run" && c.Messages > 0 {
+		r.CPUPerMillion, r.CPUScope = cpu.Seconds()/float64(c.Messages)*1e6, "process"
+	}
+	r.PeakRSSMiB = rss
+	if stopBroker != nil {
+		ru, err := stopBroker()
+		if err != nil && r.Err == "" {
+			r.Err = err.Error()
 		}
-		r.PeakRSSMiB = float64(ru.Maxrss) / 1024
+		if ru != nil && c.Messages > 0 {
+			r.BrokerCPUPerMillion = time.Duration(ru.Utime.Nano()+ru.Stime.Nano()).Seconds() / float64(c.Messages) * 1e6
+			r.BrokerRSSMiB = float64(ru.Maxrss) / 1024
+		}
 	}
 	return r
 }
 
-func printBenchTable(w io.Writer, rs []benchResult, eo float64) {
-	fmt.Fprintf(w, "\n%-38s %12s %8s %8s %8s %10s %9s %10s\n", "case", "msg/s", "vs EO", "p50 ms", "p99 ms", "CPU s/1M", "RSS MiB", "store B/msg")
+// benchClock times the measured part of a case: wall time and the CPU time
+// of the whole process (all threads: Pebble's background work included)
+// from start to stop, so that generating and writing the input, opening
+// the store and checking the output stay out of the figures.
+type benchClock struct {
+	wall time.Time
+	cpu  time.Duration
+}
+
+func startBenchClock() benchClock { return benchClock{wall: time.Now(), cpu: selfCPU()} }
+
+// stop records the rate and CPU per million messages of the timed part.
+func (c benchClock) stop(res *benchResult, messages int) {
+	wall, cpu := time.Since(c.wall), selfCPU()-c.cpu
+	res.MsgsPerSec = float64(messages) / wall.Seconds()
+	if messages > 0 {
+		res.CPUPerMillion, res.CPUScope = cpu.Seconds()/float64(messages)*1e6, "run"
+	}
+}
+
+// selfCPU is this process's CPU time so far (user + system, all threads).
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// processUsage returns a finished process's CPU time (user + system) and peak RSS
+// in MiB.
+func processUsage(ps *os.ProcessState) (time.Duration, float64) {
+	if ps == nil {
+		return 0, 0
+	}
+	ru, ok := ps.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return 0, 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), float64(ru.Maxrss) / 1024
+}
+
+// benchKey names the runs of one row with one binary (0: this one, 1: the
+// baseline).
+type benchKey struct {
+	bin  int
+	name string
+}
+
+// benchTable collects a bench invocation's runs and prints the medians.
+type benchTable struct {
+	bins  []string
+	order []benchCase
+	runs  map[benchKey][]benchResult
+}
+
+// add appends c to the table's rows once.
+func (t *benchTable) add(c benchCase) {
+	for _, o := range t.order {
+		if o.Name == c.Name {
+			return
+		}
+	}
+	t.order = append(t.order, c)
+}
+
+// median returns the row's result with each measured column the median of
+// its runs (a run that failed makes the row failed, with its error).
+func (t *benchTable) median(bin int, name string) benchResult {
+	rs := t.runs[benchKey{bin, name}]
+	if len(rs) == 0 {
+		return benchResult{}
+	}
+	out := rs[0]
 	for _, r := range rs {
-		ratio := "-"
-		if eo > 0 && r.MsgsPerSec > 0 {
-			ratio = fmt.Sprintf("%.2fx", r.MsgsPerSec/eo)
-		}
-		lat := func(v float64) string {
-			if v == 0 {
-				return "-"
-			}
-			return fmt.Sprintf("%.1f", v)
-		}
 		if r.Err != "" {
-			fmt.Fprintf(w, "%-38s FAILED: %s\n", r.Case.Name, r.Err)
-			continue
+			out.Err = r.Err
+			return out
 		}
-		if r.Case.Kind == "recovery" {
-			// Only the latency columns mean something: the kills' recovery
-			// times (the work runs in child processes).
-			fmt.Fprintf(w, "%-38s %12s %8s %8s %8s %10s %9s %10s\n", r.Case.Name, "-", "-", lat(r.P50), lat(r.P99), "-", "-", "-")
-			continue
+	}
+	col := func(f func(benchResult) float64) float64 {
+		vs := make([]float64, len(rs))
+		for i, r := range rs {
+			vs[i] = f(r)
 		}
-		fmt.Fprintf(w, "%-38s %12.0f %8s %8s %8s %10.2f %9.0f %10.1f\n", r.Case.Name, r.MsgsPerSec, ratio,
-			lat(r.P50), lat(r.P99), r.CPUPerMillion, r.PeakRSSMiB, r.StoreBytesMsg)
+		sort.Float64s(vs)
+		if len(vs)%2 == 1 {
+			return vs[len(vs)/2]
+		}
+		return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+	}
+	out.MsgsPerSec = col(func(r benchResult) float64 { return r.MsgsPerSec })
+	out.P50 = col(func(r benchResult) float64 { return r.P50 })
+	out.P99 = col(func(r benchResult) float64 { return r.P99 })
+	out.CPUPerMillion = col(func(r benchResult) float64 { return r.CPUPerMillion })
+	for _, r := range rs {
+		if r.CPUScope == "process" {
+			out.CPUScope = "process"
+		}
+	}
+	out.PeakRSSMiB = col(func(r benchResult) float64 { return r.PeakRSSMiB })
+	out.StoreBytesMsg = col(func(r benchResult) float64 { return r.StoreBytesMsg })
+	out.BrokerCPUPerMillion = col(func(r benchResult) float64 { return r.BrokerCPUPerMillion })
+	out.BrokerRSSMiB = col(func(r benchResult) float64 { return r.BrokerRSSMiB })
+	return out
+}
+
+// print writes the table: per row (and binary) the medians, and the ratios
+// of its rate to exactly_once, to the comparator of its kind (the
+// hand-written loop; the franz-go loop for Kafka rows) and to the two
+// floors, all of the same binary.
+func (t *benchTable) print(w io.Writer) {
+	runs := 0
+	for _, rs := range t.runs {
+		runs = max(runs, len(rs))
+	}
+	fmt.Fprintf(w, "\nmedians of %d run(s) per row\n", runs)
+	fmt.Fprintf(w, "%-52s %10s %7s %7s %7s %7s %7s %7s %9s %8s %10s\n",
+		"case", "msg/s", "vs EO", "vs hand", "vs mem", "vs store", "p50 ms", "p99 ms", "CPU s/1M", "RSS MiB", "store B/msg")
+	ratio := func(v, ref float64) string {
+		if v <= 0 || ref <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2fx", v/ref)
+	}
+	lat := func(v float64) string {
+		if v == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", v)
+	}
+	var kafkaNotes []string
+	processCPU := false
+	for _, c := range t.order {
+		for b := range t.bins {
+			r := t.median(b, c.Name)
+			if len(t.runs[benchKey{b, c.Name}]) == 0 {
+				continue
+			}
+			name := c.Name
+			if b > 0 {
+				name += " [baseline]"
+			}
+			if r.Err != "" {
+				fmt.Fprintf(w, "%-52s FAILED: %s\n", name, r.Err)
+				continue
+			}
+			if c.Kind == "recovery" {
+				// Only the latency columns mean something: the kills'
+				// recovery times (the work runs in child processes).
+				fmt.Fprintf(w, "%-52s %10s %7s %7s %7s %7s %7s %7s %9s %8s %10s\n", name, "-", "-", "-", "-", "-", lat(r.P50), lat(r.P99), "-", "-", "-")
+				continue
+			}
+			hand := handRow
+			if isKafkaCase(c) {
+				hand = kafkaHandRow
+				kafkaNotes = append(kafkaNotes, fmt.Sprintf("  %s: broker %.2f CPU s/1M, %.0f MiB peak RSS", name, r.BrokerCPUPerMillion, r.BrokerRSSMiB))
+			}
+			ref := func(row string) float64 { return t.median(b, row).MsgsPerSec }
+			cpu := fmt.Sprintf("%.2f", r.CPUPerMillion)
+			if r.CPUScope == "process" {
+				cpu += "*"
+				processCPU = true
+			}
+			fmt.Fprintf(w, "%-52s %10.0f %7s %7s %7s %7s %7s %7s %9s %8.0f %10.1f\n", name, r.MsgsPerSec,
+				ratio(r.MsgsPerSec, ref(eoRow)), ratio(r.MsgsPerSec, ref(hand)), ratio(r.MsgsPerSec, ref(memFloorRow)), ratio(r.MsgsPerSec, ref(storeRow)),
+				lat(r.P50), lat(r.P99), cpu, r.PeakRSSMiB, r.StoreBytesMsg)
+		}
+	}
+	if processCPU {
+		fmt.Fprintln(w, "\n* CPU of the whole child process, input generation included (a binary that does not time its runs' CPU).")
+	}
+	if len(kafkaNotes) > 0 {
+		fmt.Fprintln(w, "\nThe kfake broker of each Kafka row ran in a process of its own (not in the row's figures):")
+		for _, n := range kafkaNotes {
+			fmt.Fprintln(w, n)
+		}
 	}
 }
 
@@ -246,6 +510,12 @@ func runBenchCase(o *Options, c benchCase) benchResult {
 		err = benchPipeline(o, dir, c, &res)
 	case "recovery":
 		err = benchRecovery(dir, c, &res)
+	case "handwritten":
+		err = benchHandwritten(dir, c, &res)
+	case "kafka":
+		err = benchKafka(o, dir, c, &res)
+	case "kafka-handwritten":
+		err = benchKafkaHandwritten(dir, c, &res)
 	default:
 		err = fmt.Errorf("unknown bench kind %q", c.Kind)
 	}
@@ -270,7 +540,7 @@ func benchStore(dir string, c benchCase, res *benchResult) error {
 	defer st.Close()
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(1, 1))
-	start := time.Now()
+	clk := startBenchClock()
 	const batch = 1000
 	for i := 0; i < c.Messages; i += batch {
 		txn := store.NewTxn()
@@ -284,7 +554,7 @@ func benchStore(dir string, c benchCase, res *benchResult) error {
 			return err
 		}
 	}
-	res.MsgsPerSec = float64(c.Messages) / time.Since(start).Seconds()
+	clk.stop(res, c.Messages)
 	return nil
 }
 
@@ -298,7 +568,7 @@ func benchFloor(c benchCase, res *benchResult) error {
 	}
 	counts := map[string]int64{}
 	var out []byte
-	start := time.Now()
+	clk := startBenchClock()
 	for _, b := range in {
 		row, _, err := codec.DecodeRow(b)
 		if err != nil {
@@ -308,7 +578,7 @@ func benchFloor(c benchCase, res *benchResult) error {
 		counts[k]++
 		out, _ = codec.AppendRow(out[:0], weir.Row{"key": k, "count": counts[k]})
 	}
-	res.MsgsPerSec = float64(c.Messages) / time.Since(start).Seconds()
+	clk.stop(res, c.Messages)
 	return nil
 }
 
@@ -340,17 +610,21 @@ const swiftChainSpec = `
 "streams" = {"a" = {}; "b" = {}; "counts" = {}};
 `
 
-func benchPipeline(o *Options, dir string, c benchCase, res *benchResult) error {
+// benchSpec is c's pipeline spec (an example, or the Swift chain) with the
+// case's batch size, partition count and at-most-once strategy, and short
+// idle waits (1 ms empty-batch backoff, 10 ms scheduler period) so that a
+// row measures processing rather than polling.
+func benchSpec(c benchCase) (*spec.Pipeline, error) {
 	var specBytes []byte
 	var err error
 	if c.Example == "swift-chain" {
 		specBytes = []byte(swiftChainSpec)
 	} else if specBytes, err = examples.Spec(c.Example); err != nil {
-		return err
+		return nil, err
 	}
 	p, err := spec.ParseYSON(specBytes)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, comp := range p.Computations {
 		if c.BatchRows > 0 {
@@ -367,47 +641,55 @@ func benchPipeline(o *Options, dir string, c benchCase, res *benchResult) error 
 		}
 	}
 	p.Dynamic.SchedulerPeriod = spec.Duration(10 * time.Millisecond)
-	st, err := openStore(dir)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	ctx := context.Background()
+	return p, nil
+}
+
+// benchQueues creates the input queue "events" (c.Partitions partitions,
+// default 4) and the output queue "counts" (4 partitions) in st.
+func benchQueues(ctx context.Context, st store.Store, c benchCase) (in, out *queue.Queue, err error) {
 	parts := 4
 	if c.Partitions > 0 {
 		parts = c.Partitions
 	}
-	in, err := queue.Create(ctx, st, "events", parts)
-	if err != nil {
-		return err
+	if in, err = queue.Create(ctx, st, "events", parts); err != nil {
+		return nil, nil, err
 	}
-	out, err := queue.Create(ctx, st, "counts", 4)
-	if err != nil {
-		return err
+	if out, err = queue.Create(ctx, st, "counts", 4); err != nil {
+		return nil, nil, err
 	}
-	if c.Kind == "latency" {
-		p.Computations["Reader"].SourceStreams["events"].Parameters["finite"] = false
-		return benchLatency(o, st, p, in, out, c, res)
-	}
+	return in, out, nil
+}
+
+// benchEvents calls emit with the n generated events, in chunks of 10,000,
+// each row with its partition among parts (split by the hash of "key", as
+// weir splits keyed rows). Every row and every process sees the same events.
+func benchEvents(n, parts int, emit func(rows []weir.Row, ps []int) error) error {
 	r := rand.New(rand.NewPCG(1, 1))
 	const chunk = 10000
-	for i := 0; i < c.Messages; i += chunk {
+	for i := 0; i < n; i += chunk {
 		var rows []weir.Row
 		var ps []int
-		for j := i; j < min(i+chunk, c.Messages); j++ {
+		for j := i; j < min(i+chunk, n); j++ {
 			row := benchRow(r, j)
 			rows = append(rows, row)
 			ps = append(ps, queue.PartitionOf(row, "key", parts, nil))
 		}
-		if err := in.Write(ctx, rows, ps); err != nil {
+		if err := emit(rows, ps); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// benchRunEngine runs p on st until it completes and records the rate of
+// messages from the engine's start to completion.
+func benchRunEngine(o *Options, st store.Store, p *spec.Pipeline, messages int, res *benchResult) error {
+	ctx := context.Background()
 	e, err := engine.New(ctx, engine.Config{Spec: p, Store: st, Classes: o.Classes, Connectors: o.Connectors})
 	if err != nil {
 		return err
 	}
-	start := time.Now()
+	clk := startBenchClock()
 	state, err := e.Run(ctx)
 	if err != nil {
 		return err
@@ -415,10 +697,82 @@ func benchPipeline(o *Options, dir string, c benchCase, res *benchResult) error 
 	if state != controller.Completed {
 		return fmt.Errorf("pipeline ended in %s", state)
 	}
-	// Async sinks deliver after the pipeline's own commits: count the
-	// output to make sure the row measured the whole delivery.
-	res.MsgsPerSec = float64(c.Messages) / time.Since(start).Seconds()
+	clk.stop(res, messages)
+	if cnt, ok := e.Status().Computations["Counter"]; ok && cnt.Inputs != uint64(messages) {
+		return fmt.Errorf("the Counter processed %d messages, want %d", cnt.Inputs, messages)
+	}
 	return nil
+}
+
+// checkOutputs fails unless the queue holds exactly n rows: every row
+// measured the whole work (a completed pipeline has delivered through its
+// async sinks too).
+func checkOutputs(ctx context.Context, out *queue.Queue, n int) error {
+	var total uint64
+	for p := 0; p < out.Partitions(); p++ {
+		l, err := out.Len(ctx, p)
+		if err != nil {
+			return err
+		}
+		total += l
+	}
+	if total != uint64(n) {
+		return fmt.Errorf("the output queue holds %d rows, want %d", total, n)
+	}
+	return nil
+}
+
+func benchPipeline(o *Options, dir string, c benchCase, res *benchResult) error {
+	p, err := benchSpec(c)
+	if err != nil {
+		return err
+	}
+	return withBenchQueues(dir, c, c.Kind != "latency", func(ctx context.Context, st store.Store, in, out *queue.Queue) error {
+		if c.Kind == "latency" {
+			p.Computations["Reader"].SourceStreams["events"].Parameters["finite"] = false
+			return benchLatency(o, st, p, in, out, c, res)
+		}
+		if err := benchRunEngine(o, st, p, c.Messages, res); err != nil {
+			return err
+		}
+		return checkOutputs(ctx, out, c.Messages)
+	})
+}
+
+// withBenchQueues opens a store in dir, creates the bench's queues in it
+// (benchQueues), writes the events to the input queue if write, and runs
+// fn.
+func withBenchQueues(dir string, c benchCase, write bool, fn func(ctx context.Context, st store.Store, in, out *queue.Queue) error) error {
+	st, err := openStore(dir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ctx := context.Background()
+	in, out, err := benchQueues(ctx, st, c)
+	if err != nil {
+		return err
+	}
+	if write {
+		if err := benchEvents(c.Messages, in.Partitions(), func(rows []weir.Row, ps []int) error { return in.Write(ctx, rows, ps) }); err != nil {
+			return err
+		}
+	}
+	return fn(ctx, st, in, out)
+}
+
+// benchHandwritten runs the hand-written exactly-once loop
+// (handwritten.QueueCounter) over the same queues and events as the
+// pipeline rows, batch c.BatchRows, from its start to its end.
+func benchHandwritten(dir string, c benchCase, res *benchResult) error {
+	return withBenchQueues(dir, c, true, func(ctx context.Context, st store.Store, in, out *queue.Queue) error {
+		if err := timeHandwritten(c, res, func() (int, error) {
+			return handwritten.QueueCounter{Store: st, In: in, Out: out, Batch: c.BatchRows}.Run(ctx)
+		}); err != nil {
+			return err
+		}
+		return checkOutputs(ctx, out, c.Messages)
+	})
 }
 
 // benchLatency offers events at a fixed rate to a running pipeline and
@@ -457,7 +811,7 @@ func benchLatency(o *Options, st store.Store, p *spec.Pipeline, in, out *queue.Q
 		return nil
 	}
 	interval := time.Duration(float64(time.Second) / c.Rate * 100) // 100 events per write
-	start := time.Now()
+	clk := startBenchClock()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	sent := 0
@@ -495,7 +849,7 @@ func benchLatency(o *Options, st store.Store, p *spec.Pipeline, in, out *queue.Q
 	sort.Float64s(lat)
 	res.P50 = lat[len(lat)/2]
 	res.P99 = lat[len(lat)*99/100]
-	res.MsgsPerSec = float64(c.Messages) / time.Since(start).Seconds()
+	clk.stop(res, c.Messages)
 	return nil
 }
 
@@ -510,6 +864,20 @@ func dirSize(dir string) int64 {
 		return nil
 	})
 	return n
+}
+
+// writeHeapProfile writes the heap profile now: its alloc_space and
+// alloc_objects samples are everything allocated since the process started.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // sampleHeapPeak writes, when the returned function is called, the heap
