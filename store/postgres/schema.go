@@ -70,6 +70,16 @@ $$;
 -- until the end of the transaction, if every one is active and unexpired;
 -- otherwise it fails with WL001 and the transaction writes nothing.
 -- AbortLease and expiry take FOR UPDATE, which waits for these locks.
+--
+-- The second look is not redundant. FOR KEY SHARE does not conflict with
+-- an UPDATE that leaves the key alone, so PostgreSQL locks a row version
+-- that a committed UPDATE has already replaced without re-checking the
+-- WHERE clause on the new version (it does so for the other lock modes):
+-- the first statement can lock a lease its snapshot still saw active
+-- after AbortLease had ended it and passed its barrier. The second
+-- statement, with a new snapshot taken once the locks are held, sees
+-- every end committed before them; an end committed after them waits for
+-- them in its barrier.
 CREATE FUNCTION {s}.hold_leases(ids bigint[], p_now bigint) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
 	t bigint := {s}.now_ns(p_now);
@@ -79,6 +89,9 @@ BEGIN
 		SELECT id FROM {s}.leases
 		WHERE id = ANY (ids) AND state = 1 AND expires_ns > t
 		ORDER BY id FOR KEY SHARE) held;
+	IF n = cardinality(ids) THEN
+		SELECT count(*) INTO n FROM {s}.leases WHERE id = ANY (ids) AND state = 1 AND expires_ns > t;
+	END IF;
 	IF n <> cardinality(ids) THEN
 		RAISE EXCEPTION 'weir: a prerequisite lease is not active' USING ERRCODE = 'WL001';
 	END IF;
