@@ -110,10 +110,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	} else if _, set := cfg.ConnConfig.RuntimeParams["pool_max_conns"]; !set && !hasParam(connURL, "pool_max_conns") {
 		cfg.MaxConns = 32
 	}
-	// Commits rely on READ COMMITTED's rules (a fresh snapshot per
-	// statement, EvalPlanQual on locked rows); a server whose default is
-	// stricter would turn lock waits into serialization failures.
-	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
+	for k, v := range sessionParams {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "weir"
 	}
@@ -136,6 +135,23 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// sessionParams are the settings of every session of the store.
+//
+//   - default_transaction_isolation: commits rely on READ COMMITTED's rules
+//     (a fresh snapshot per statement, EvalPlanQual on locked rows); a
+//     server whose default is stricter would turn lock waits into
+//     serialization failures.
+//   - enable_sort=off: every statement the store sends is served in order
+//     by a primary key, and a sort is never the better plan; but a planner
+//     without statistics (a young table) estimates a range at a few rows
+//     and sorts it, reading all of it to return the first rows of a
+//     limited scan (measured: 160 ms instead of 0.3 ms for the first 1000
+//     of 200,000 rows). TestScanWalksTheIndex pins the plans.
+var sessionParams = map[string]string{
+	"default_transaction_isolation": "read committed",
+	"enable_sort":                   "off",
 }
 
 func hasParam(connURL, name string) bool {
