@@ -194,8 +194,9 @@ END $$;
 `,
 }}
 
-// schemaVersion is the version this build reads and writes.
-func schemaVersion() int { return migrations[len(migrations)-1].version }
+// SchemaVersion is the schema version this build reads and writes: the
+// last migration's (TestMigrations checks they agree).
+const SchemaVersion = 1
 
 // initLockKey serializes concurrent Init calls on one database (a
 // session-level advisory lock, in the one-argument key space, just below
@@ -236,8 +237,8 @@ func Init(ctx context.Context, url, schema string) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	if have > schemaVersion() {
-		return nil, fmt.Errorf("postgres store: init: schema %s is at version %d, newer than this weir's %d: upgrade weir", schema, have, schemaVersion())
+	if have > SchemaVersion {
+		return nil, fmt.Errorf("postgres store: init: schema %s is at version %d, newer than this weir's %d: upgrade weir", schema, have, SchemaVersion)
 	}
 	var applied []int
 	for _, m := range migrations {
@@ -291,10 +292,10 @@ func checkVersion(ctx context.Context, q querier, schema string) error {
 		return fmt.Errorf("postgres store: schema %s is not initialized: run weir store init --store <url> first", schema)
 	case err != nil:
 		return err
-	case v < schemaVersion():
-		return fmt.Errorf("postgres store: schema %s is at version %d, this weir needs %d: run weir store init --store <url> to migrate it", schema, v, schemaVersion())
-	case v > schemaVersion():
-		return fmt.Errorf("postgres store: schema %s is at version %d, newer than this weir's %d: upgrade weir", schema, v, schemaVersion())
+	case v < SchemaVersion:
+		return fmt.Errorf("postgres store: schema %s is at version %d, this weir needs %d: run weir store init --store <url> to migrate it", schema, v, SchemaVersion)
+	case v > SchemaVersion:
+		return fmt.Errorf("postgres store: schema %s is at version %d, newer than this weir's %d: upgrade weir", schema, v, SchemaVersion)
 	}
 	return nil
 }

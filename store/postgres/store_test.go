@@ -176,6 +176,19 @@ func TestEndedLeasesSwept(t *testing.T) {
 	}
 }
 
+// TestMigrations: versions increase from 1 without gaps and end at
+// SchemaVersion.
+func TestMigrations(t *testing.T) {
+	for i, m := range migrations {
+		if m.version != i+1 || m.name == "" || m.sql == "" {
+			t.Errorf("migration %d: version %d, name %q", i, m.version, m.name)
+		}
+	}
+	if last := migrations[len(migrations)-1].version; last != SchemaVersion {
+		t.Errorf("last migration %d, SchemaVersion %d", last, SchemaVersion)
+	}
+}
+
 // TestInit: Init is idempotent and safe to run concurrently (exactly one
 // run applies each migration); Open refuses a schema that is missing, older
 // or newer than this build, naming what to do.
