@@ -9,7 +9,7 @@ package postgres
 // BenchmarkCommit: store/pebble's shapes (storetest.BenchCommits) on both
 // backends. BenchmarkTimestamp: Timestamp calls. BenchmarkLayout: the
 // measurement behind the schema's one rows table keyed (tbl, k) against a
-// table per logical table.
+// table per logical table. BenchmarkPlan: the Go side of a commit.
 
 import (
 	"context"
@@ -176,5 +176,22 @@ func BenchmarkLayout(b *testing.B) {
 			b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "rows/s")
 		})
 		pool.Close()
+	}
+}
+
+// BenchmarkPlan measures the Go side of a 1000-row commit: reducing the
+// Txn to its statements.
+func BenchmarkPlan(b *testing.B) {
+	s := &Store{schema: "weir", sql: newStatements("weir")}
+	value := []byte(strings.Repeat("v", 40))
+	txn := store.NewTxn(7)
+	for r := range 1000 {
+		txn.Put("bench", fmt.Appendf(nil, "c%02d-%012d-%04d", 1, 2, r), value)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.plan(txn); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

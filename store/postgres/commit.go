@@ -135,12 +135,26 @@ type commitPlan struct {
 
 func (p *commitPlan) empty() bool { return p.batch.Len() == 0 }
 
-// point is the last write of a key in a Txn.
+// point is a Put or Delete of a Txn.
 type point struct {
+	idx   int // the mutation's position in the Txn
 	table store.Table
 	key   []byte
 	value []byte
 	del   bool
+	// covered: a later DeleteRange of the Txn covers the key.
+	covered bool
+}
+
+// rangeDel is a DeleteRange of a Txn.
+type rangeDel struct {
+	idx    int
+	table  store.Table
+	lo, hi []byte
+}
+
+func (r rangeDel) covers(p *point) bool {
+	return r.idx > p.idx && r.table == p.table && bytes.Compare(p.key, r.lo) >= 0 && (r.hi == nil || bytes.Compare(p.key, r.hi) < 0)
 }
 
 // seqRows are the rows a Txn appends to one sequence, in order.
@@ -150,7 +164,11 @@ type seqRows struct {
 	values [][]byte
 }
 
-// plan reduces txn to its statements (see Commit).
+// plan reduces txn to its statements (see Commit): the range deletions
+// first, then per table the keys whose last write is a Delete, and those
+// whose last write is a Put with its value, sorted by key (the order their
+// rows are locked in); a key whose last write a later DeleteRange covers
+// is left to the range deletion. Appends come last.
 func (s *Store) plan(txn *store.Txn) (*commitPlan, error) {
 	if n := txn.Bytes(); n > maxTxnBytes {
 		return nil, fmt.Errorf("postgres store: commit: txn of %d bytes exceeds the limit of %d", n, maxTxnBytes)
@@ -162,27 +180,22 @@ func (s *Store) plan(txn *store.Txn) (*commitPlan, error) {
 	slices.Sort(p.leases)
 	p.leases = slices.Compact(p.leases)
 
-	type rng struct {
-		table  store.Table
-		lo, hi []byte
-	}
-	var ranges []rng
-	points := map[string]*point{}
-	var seqs []*seqRows
-	seqByKey := map[string]*seqRows{}
+	var (
+		ranges   []rangeDel
+		points   = make([]point, 0, txn.Len())
+		seqs     []*seqRows
+		seqByKey map[string]*seqRows
+	)
 	for i, m := range txn.Mutations() {
 		switch m.Kind {
 		case store.Put, store.Delete:
-			k := string(m.Table) + "\x00" + string(m.Key)
-			points[k] = &point{table: m.Table, key: m.Key, value: m.Value, del: m.Kind == store.Delete}
+			points = append(points, point{idx: i, table: m.Table, key: m.Key, value: m.Value, del: m.Kind == store.Delete})
 		case store.DeleteRange:
-			ranges = append(ranges, rng{m.Table, m.Key, m.End})
-			for k, pt := range points {
-				if pt.table == m.Table && bytes.Compare(pt.key, m.Key) >= 0 && (m.End == nil || bytes.Compare(pt.key, m.End) < 0) {
-					delete(points, k)
-				}
-			}
+			ranges = append(ranges, rangeDel{idx: i, table: m.Table, lo: m.Key, hi: m.End})
 		case store.Append:
+			if seqByKey == nil {
+				seqByKey = map[string]*seqRows{}
+			}
 			k := string(m.Table) + "\x00" + string(m.Key)
 			q := seqByKey[k]
 			if q == nil {
@@ -195,6 +208,18 @@ func (s *Store) plan(txn *store.Txn) (*commitPlan, error) {
 			return nil, fmt.Errorf("postgres store: commit: mutation %d: unsupported mutation kind %d", i, m.Kind)
 		}
 	}
+	for i := range points {
+		for _, r := range ranges {
+			if r.covers(&points[i]) {
+				points[i].covered = true
+				break
+			}
+		}
+	}
+	// Stable: the writes of one key stay in Txn order, the last one last.
+	slices.SortStableFunc(points, func(a, b point) int {
+		return cmp.Or(cmp.Compare(a.table, b.table), bytes.Compare(a.key, b.key))
+	})
 
 	b := p.batch
 	now := s.nowParam()
@@ -211,21 +236,20 @@ func (s *Store) plan(txn *store.Txn) (*commitPlan, error) {
 			b.Queue(s.sql.deleteRange, string(r.table), nonNil(r.lo), r.hi)
 		}
 	}
-	// Point writes in (table, key) order: the order rows are locked in.
-	keys := make([]string, 0, len(points))
-	for k := range points {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for lo := 0; lo < len(keys); {
-		table := points[keys[lo]].table
-		hi := lo
+	for lo := 0; lo < len(points); {
+		table := points[lo].table
 		var delKeys, putKeys, putVals [][]byte
-		for ; hi < len(keys) && points[keys[hi]].table == table; hi++ {
-			pt := points[keys[hi]]
-			if pt.del {
+		hi := lo
+		for ; hi < len(points) && points[hi].table == table; hi++ {
+			pt := &points[hi]
+			if hi+1 < len(points) && points[hi+1].table == table && bytes.Equal(points[hi+1].key, pt.key) {
+				continue // a later write of the key decides
+			}
+			switch {
+			case pt.covered:
+			case pt.del:
 				delKeys = append(delKeys, pt.key)
-			} else {
+			default:
 				putKeys = append(putKeys, pt.key)
 				putVals = append(putVals, nonNil(pt.value))
 			}

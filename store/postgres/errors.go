@@ -32,7 +32,7 @@ func pgCode(err error) string {
 // FATAL or PANIC message, or an error of class 08 (connection exception)
 // or 57 (operator intervention: pg_terminate_backend, shutdown, crash) is
 // not one: the server may end a session that way after its COMMIT took
-// effect.
+// effect. Neither is 40003 (statement completion unknown).
 func serverError(err error) (*pgconn.PgError, bool) {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
@@ -42,17 +42,25 @@ func serverError(err error) (*pgconn.PgError, bool) {
 	if sev == "" {
 		sev = pgErr.Severity
 	}
-	if sev == "FATAL" || sev == "PANIC" || strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57") {
+	if sev == "FATAL" || sev == "PANIC" || strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57") ||
+		pgErr.Code == codeCompletionUnknown {
 		return pgErr, false
 	}
 	return pgErr, true
 }
+
+// codeCompletionUnknown is SQL's statement_completion_unknown, the code
+// CockroachDB answers an ambiguous commit with. PostgreSQL does not send
+// it; it is classified ambiguous wherever it comes from.
+const codeCompletionUnknown = "40003"
 
 // transientCode reports SQLSTATEs that say "try again": serialization
 // failure and deadlock (class 40), insufficient resources (53), lock not
 // available (55P03), and the connection and shutdown classes (08, 57).
 func transientCode(code string) bool {
 	switch {
+	case code == codeCompletionUnknown:
+		return false
 	case strings.HasPrefix(code, "40"), strings.HasPrefix(code, "53"), code == "55P03",
 		strings.HasPrefix(code, "08"), strings.HasPrefix(code, "57"):
 		return true

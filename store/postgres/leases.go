@@ -51,6 +51,14 @@ const (
 // leaseGCEvery is how often (store time) CreateLease sweeps ended leases.
 const leaseGCEvery = 10 * time.Minute
 
+// maxLeaseTimeout caps a lease's timeout (about 146 years) so that
+// expiries stay within a bigint of nanoseconds.
+const maxLeaseTimeout = time.Duration(1 << 62)
+
+// maxPingRetries bounds PingLease's retries when its UPDATE found the lease
+// expired but a concurrent ping had extended it.
+const maxPingRetries = 8
+
 // dbLeaseID maps a LeaseID to the row id: the same 64 bits as a signed
 // bigint. Ids the store hands out are positive; others are simply unknown.
 func dbLeaseID(id store.LeaseID) int64 { return int64(id) }
@@ -64,6 +72,7 @@ func (s *Store) CreateLease(ctx context.Context, timeout time.Duration) (store.L
 	if timeout <= 0 {
 		return 0, fmt.Errorf("postgres store: create lease: timeout %v is not positive", timeout)
 	}
+	timeout = min(timeout, maxLeaseTimeout)
 	c, err := s.acquire(ctx, "create lease")
 	if err != nil {
 		return 0, err
@@ -94,7 +103,7 @@ func (s *Store) PingLease(ctx context.Context, id store.LeaseID) error {
 		return err
 	}
 	defer c.Release()
-	for {
+	for attempt := 0; ; attempt++ {
 		sent := time.Now()
 		var now int64
 		err := c.QueryRow(ctx, s.sql.pingLease, dbLeaseID(id), s.nowParam()).Scan(&now)
@@ -114,6 +123,9 @@ func (s *Store) PingLease(ctx context.Context, id store.LeaseID) error {
 		}
 		// Active after all: a concurrent ping extended it between our
 		// UPDATE and the look. Ping again.
+		if attempt >= maxPingRetries {
+			return store.Retriable(fmt.Errorf("postgres store: ping %s: found expired %d times but active", id, attempt+1))
+		}
 	}
 }
 

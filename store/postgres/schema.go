@@ -39,7 +39,7 @@ CREATE TABLE {s}.leases (
 	expires_ns bigint NOT NULL,
 	state      smallint NOT NULL,
 	ended_ns   bigint
-);
+) WITH (fillfactor = 50); -- room for HOT updates: every ping writes a row version
 CREATE SEQUENCE {s}.lease_ids AS bigint MINVALUE 1 NO CYCLE;
 
 CREATE TABLE {s}.sequences (

@@ -5,12 +5,16 @@ package postgres
 // leases, schema migrations and the durability guard of Open, and URLs.
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/store"
@@ -338,6 +342,42 @@ func TestScanWalksTheIndex(t *testing.T) {
 		p := strings.Join(plan, "\n")
 		if !strings.Contains(p, "Index Scan") || strings.Contains(p, "Sort") {
 			t.Errorf("plan of %s:\n%s\nwant an index scan without a sort", c.sql, p)
+		}
+	}
+}
+
+// safeErr is an error the driver would mark as failing before anything was
+// sent.
+type safeErr struct{}
+
+func (safeErr) Error() string     { return "dial: connection refused" }
+func (safeErr) SafeToRetry() bool { return true }
+
+// TestCommitErrorClasses: a server ERROR rolled the transaction back
+// (retriable if transient, else fatal); a FATAL, a connection or operator
+// class, 40003 or a lost connection leave the outcome unknown; a failure
+// before sending is retriable.
+func TestCommitErrorClasses(t *testing.T) {
+	s := &Store{}
+	for _, c := range []struct {
+		err  error
+		want store.Class
+	}{
+		{&pgconn.PgError{Severity: "ERROR", Code: "23505"}, store.ClassFatal},
+		{&pgconn.PgError{Severity: "ERROR", Code: "22001"}, store.ClassFatal},
+		{&pgconn.PgError{Severity: "ERROR", Code: "40001"}, store.ClassRetriable},
+		{&pgconn.PgError{Severity: "ERROR", Code: "40P01"}, store.ClassRetriable},
+		{&pgconn.PgError{Severity: "ERROR", Code: "53300"}, store.ClassRetriable},
+		{&pgconn.PgError{Severity: "ERROR", Code: "40003"}, store.ClassAmbiguous},
+		{&pgconn.PgError{Severity: "FATAL", Code: "57P01"}, store.ClassAmbiguous},
+		{&pgconn.PgError{Severity: "ERROR", Code: "57014"}, store.ClassAmbiguous},
+		{&pgconn.PgError{Severity: "FATAL", Code: "08006"}, store.ClassAmbiguous},
+		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), store.ClassAmbiguous},
+		{fmt.Errorf("write: %w", context.Canceled), store.ClassAmbiguous},
+		{safeErr{}, store.ClassRetriable},
+	} {
+		if got := store.Classify(s.commitErr(c.err)); got != c.want {
+			t.Errorf("commitErr(%v) is %v, want %v", c.err, got, c.want)
 		}
 	}
 }
