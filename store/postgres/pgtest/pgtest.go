@@ -54,6 +54,11 @@ type Server struct {
 // highest installed), else the directory of initdb on PATH.
 func BinDir() (string, error) {
 	if d := os.Getenv("WEIR_PG_BINDIR"); d != "" {
+		for _, b := range []string{"initdb", "postgres"} {
+			if !fileExists(filepath.Join(d, b)) {
+				return "", fmt.Errorf("WEIR_PG_BINDIR=%s has no %s", d, b)
+			}
+		}
 		return d, nil
 	}
 	if fileExists("/usr/lib/postgresql/15/bin/postgres") {
