@@ -70,7 +70,11 @@
 // commit) is an UPDATE that commits first, so no new commit can lock the
 // row, then a SELECT … FOR UPDATE that waits for every commit still
 // holding it: the barrier. Pings are UPDATEs that never wait for commits.
-// Ended leases are deleted EndedLeaseRetention after they ended.
+// A commit whose client stopped in the middle of its pipeline (a stopped
+// or partitioned process) would hold the lock forever; after
+// StalledCommitTimeout the barrier terminates such sessions, which never
+// reached their Sync and so roll back. Ended leases are deleted
+// EndedLeaseRetention after they ended.
 //
 // # Timestamps (timestamp.go)
 //

@@ -202,9 +202,47 @@ func (s *Store) finalState(ctx context.Context, c *pgxpool.Conn, id store.LeaseI
 }
 
 // barrier waits until no commit holds the lease's row: step 2 above.
+//
+// A commit whose client stopped in the middle of its pipeline (the batch
+// was cut mid-write by a stopped or partitioned process) leaves a server
+// session holding the row lock while it waits for the rest, forever if
+// the socket stays open. After StalledCommitTimeout the barrier terminates
+// such sessions (endStalled): their transactions never reached their
+// Sync, so they roll back, and the barrier passes.
 func (s *Store) barrier(ctx context.Context, c *pgxpool.Conn, id store.LeaseID) error {
-	if _, err := c.Exec(ctx, s.sql.barrier, dbLeaseID(id)); err != nil {
+	pid := c.Conn().PgConn().PID()
+	done := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		s.endStalledBlockers(ctx, pid, done)
+	}()
+	_, err := c.Exec(ctx, s.sql.barrier, dbLeaseID(id))
+	close(done)
+	<-watched
+	if err != nil {
 		return s.readErr(ctx, "barrier of "+id.String(), err)
 	}
 	return nil
+}
+
+// endStalledBlockers terminates, every half StalledCommitTimeout until done
+// is closed, the stalled sessions blocking the session pid.
+func (s *Store) endStalledBlockers(ctx context.Context, pid uint32, done <-chan struct{}) {
+	t := time.NewTimer(s.stalled)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		// Best effort: a failure is retried at the next tick.
+		var n int
+		_ = s.pool.QueryRow(ctx, s.sql.endStalled, int32(pid), s.stalled.Seconds()).Scan(&n)
+		s.stallChecks.Add(1)
+		t.Reset(s.stalled / 2)
+	}
 }

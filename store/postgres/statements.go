@@ -16,7 +16,7 @@ type statements struct {
 
 	createLease, pingLease, observeLease string
 	abortLease, expireLease, barrier     string
-	gcLeases                             string
+	gcLeases, endStalled                 string
 
 	issueTimestamp, bumpTimestamp string
 }
@@ -64,6 +64,13 @@ WHERE l.id = $1 AND l.state = 1 AND l.expires_ns <= n.t`),
 		// FOR UPDATE conflicts with the FOR KEY SHARE of every commit that
 		// saw the lease active: the statement returns once they all ended.
 		barrier: x(`SELECT 1 FROM {s}.leases WHERE id = $1 FOR UPDATE`),
+		// The sessions blocking the barrier's session ($1) that wait for
+		// their client in the middle of a pipeline (state active, waiting
+		// for ClientRead: the rest of a commit that never came) since
+		// before $2 seconds ago.
+		endStalled: `SELECT count(*) FILTER (WHERE pg_terminate_backend(a.pid)) FROM pg_stat_activity a
+WHERE a.pid = ANY (pg_blocking_pids($1)) AND a.wait_event = 'ClientRead' AND a.state = 'active'
+AND a.query_start < now() - make_interval(secs => $2)`,
 		gcLeases: x(`DELETE FROM {s}.leases l USING (SELECT {s}.now_ns($2) AS t) n
 WHERE l.state <> 1 AND l.ended_ns < n.t - $1 OR l.state = 1 AND l.expires_ns < n.t - $1`),
 

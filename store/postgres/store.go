@@ -50,6 +50,14 @@ type Options struct {
 	// which fails commits the same way. Expired leases nobody observed are
 	// removed the same time after their expiry.
 	EndedLeaseRetention time.Duration
+
+	// StalledCommitTimeout is how long a lease's barrier waits for a
+	// commit whose client stopped sending in the middle of its pipeline
+	// (a stopped or partitioned process: its server session holds the
+	// lease's row lock, waiting for the rest) before it terminates that
+	// session, which rolls the commit back (default 10s). Commits the
+	// server is executing are never terminated.
+	StalledCommitTimeout time.Duration
 }
 
 // Store is a store.Store on PostgreSQL. See the package comment.
@@ -59,6 +67,7 @@ type Store struct {
 	clock     clock.Clock // nil: the database's clock
 	sql       statements
 	retention time.Duration
+	stalled   time.Duration
 	closed    atomic.Bool
 
 	// dbOffset estimates the database clock minus the local clock, in
@@ -66,6 +75,8 @@ type Store struct {
 	dbOffset atomic.Int64
 	// lastLeaseGC is the store time (unix ns) of the last ended-lease sweep.
 	lastLeaseGC atomic.Int64
+	// stallChecks counts the barrier's looks for stalled sessions (tests).
+	stallChecks atomic.Int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -129,6 +140,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	}
 	if s.retention <= 0 {
 		s.retention = 24 * time.Hour
+	}
+	if s.stalled = opts.StalledCommitTimeout; s.stalled <= 0 {
+		s.stalled = 10 * time.Second
 	}
 	if err := s.checkServer(ctx); err != nil {
 		pool.Close()
