@@ -23,11 +23,7 @@ func runCLI(args ...string) (code int, stdout, stderr string) {
 func TestStoreInit(t *testing.T) {
 	url := pgtest.URL(t)
 	schema := pgtest.Schema(t, url)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	target := url + sep + postgres.SchemaParam + "=" + schema
+	target := pgtest.WithParam(url, postgres.SchemaParam, schema)
 	for i, want := range []string{"applied migrations [1], now at version 1", "up to date (version 1)"} {
 		code, out, errOut := runCLI("store", "init", "--store", target)
 		if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, schema) {

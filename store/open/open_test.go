@@ -48,11 +48,7 @@ func TestOpenEach(t *testing.T) {
 
 	url := pgtest.URL(t)
 	schema := pgtest.Schema(t, url)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	target := url + sep + postgres.SchemaParam + "=" + schema
+	target := pgtest.WithParam(url, postgres.SchemaParam, schema)
 	if _, err := Store(ctx, target, Options{}); err == nil || !strings.Contains(err.Error(), "weir store init") {
 		t.Fatalf("Store before Init: %v, want an error naming weir store init", err)
 	}

@@ -15,8 +15,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -73,22 +71,10 @@ func BenchmarkTimestamp(b *testing.B) {
 		for _, callers := range []int{1, 16} {
 			b.Run(fmt.Sprintf("backend=%s/callers=%d", backend, callers), func(b *testing.B) {
 				s := benchStore(b, backend)
-				var next atomic.Int64
-				var wg sync.WaitGroup
-				b.ResetTimer()
-				for range callers {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for next.Add(1) <= int64(b.N) {
-							if _, err := s.Timestamp(b.Context()); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
+				storetest.Concurrently(b, callers, func(int, int64) error {
+					_, err := s.Timestamp(b.Context())
+					return err
+				})
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "timestamps/s")
 			})
 		}
@@ -130,32 +116,16 @@ func BenchmarkLayout(b *testing.B) {
 		value := []byte(strings.Repeat("v", 40))
 		for _, committers := range []int{1, 16} {
 			b.Run(fmt.Sprintf("layout=%s/commit/committers=%d/rows=1000", layout, committers), func(b *testing.B) {
-				var next atomic.Int64
-				var wg sync.WaitGroup
-				b.ResetTimer()
-				for c := range committers {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for {
-							n := next.Add(1)
-							if n > int64(b.N) {
-								return
-							}
-							keys := make([][]byte, 1000)
-							vals := make([][]byte, 1000)
-							for r := range keys {
-								keys[r] = fmt.Appendf(nil, "c%02d-%012d-%04d", c, n, r)
-								vals[r] = value
-							}
-							if _, err := pool.Exec(context.Background(), upsert, "partition_output_messages", keys, vals); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
+				storetest.Concurrently(b, committers, func(c int, n int64) error {
+					keys := make([][]byte, 1000)
+					vals := make([][]byte, 1000)
+					for r := range keys {
+						keys[r] = fmt.Appendf(nil, "c%02d-%012d-%04d", c, n, r)
+						vals[r] = value
+					}
+					_, err := pool.Exec(context.Background(), upsert, "partition_output_messages", keys, vals)
+					return err
+				})
 				b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "rows/s")
 			})
 		}

@@ -254,11 +254,7 @@ func TestOpenRefusesUndurableServer(t *testing.T) {
 	if _, err := Init(t.Context(), url, schema); err != nil {
 		t.Fatal(err)
 	}
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	_, err := Open(t.Context(), url+sep+"synchronous_commit=off", Options{Schema: schema})
+	_, err := Open(t.Context(), pgtest.WithParam(url, "synchronous_commit", "off"), Options{Schema: schema})
 	if err == nil || !strings.Contains(err.Error(), "synchronous_commit=off") {
 		t.Fatalf("Open with synchronous_commit=off: %v, want a refusal naming it", err)
 	}
@@ -288,13 +284,9 @@ func TestURLSchema(t *testing.T) {
 	if _, err := Init(t.Context(), url, schema); err != nil {
 		t.Fatal(err)
 	}
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
 	// The server refuses unknown settings at connection: opening proves
 	// the parameter was removed.
-	s := openSchema(t, url+sep+SchemaParam+"="+schema, "", Options{})
+	s := openSchema(t, pgtest.WithParam(url, SchemaParam, schema), "", Options{})
 	if s.Schema() != schema {
 		t.Fatalf("Schema() = %q, want %q", s.Schema(), schema)
 	}

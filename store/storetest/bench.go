@@ -23,11 +23,26 @@ func BenchCommits(b *testing.B, s store.Store, committers, rows int) {
 	}
 	value := []byte(strings.Repeat("v", 40))
 	const table store.Table = "bench"
+	Concurrently(b, committers, func(c int, n int64) error {
+		txn := store.NewTxn(lease)
+		for r := range rows {
+			txn.Put(table, fmt.Appendf(nil, "c%02d-%012d-%04d", c, n, r), value)
+		}
+		return s.Commit(b.Context(), txn)
+	})
+	sec := b.Elapsed().Seconds()
+	b.ReportMetric(float64(b.N)/sec, "commits/s")
+	b.ReportMetric(float64(b.N*rows)/sec, "rows/s")
+}
 
+// Concurrently makes b.N calls of fn, numbered 1..b.N, from workers
+// goroutines (fn also gets its worker's index), timing only the calls.
+// The first error fails b and stops its worker.
+func Concurrently(b *testing.B, workers int, fn func(worker int, n int64) error) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	b.ResetTimer()
-	for c := range committers {
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -36,11 +51,7 @@ func BenchCommits(b *testing.B, s store.Store, committers, rows int) {
 				if n > int64(b.N) {
 					return
 				}
-				txn := store.NewTxn(lease)
-				for r := range rows {
-					txn.Put(table, fmt.Appendf(nil, "c%02d-%012d-%04d", c, n, r), value)
-				}
-				if err := s.Commit(b.Context(), txn); err != nil {
+				if err := fn(w, n); err != nil {
 					b.Error(err)
 					return
 				}
@@ -49,7 +60,4 @@ func BenchCommits(b *testing.B, s store.Store, committers, rows int) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	sec := b.Elapsed().Seconds()
-	b.ReportMetric(float64(b.N)/sec, "commits/s")
-	b.ReportMetric(float64(b.N*rows)/sec, "rows/s")
 }

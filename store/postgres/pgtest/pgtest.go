@@ -21,7 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -35,6 +35,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/weir-stream/weir/internal/testproc"
 )
 
 // Server is a running throwaway PostgreSQL cluster.
@@ -131,15 +133,16 @@ func (s *Server) start(bin string) error {
 		}
 	}
 	data := filepath.Join(s.dir, "data")
-	initdb := command(runAs, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust",
+	initdb := testproc.Command(userName(runAs), filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust",
 		"--no-sync", "-E", "UTF8", "--locale=C")
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return fmt.Errorf("initdb: %w\n%s", err, out)
 	}
-	port, err := freePort()
+	ports, err := testproc.FreePorts(1)
 	if err != nil {
 		return err
 	}
+	port := ports[0]
 	s.Port = port
 	logf, err := os.Create(filepath.Join(s.dir, "server.log"))
 	if err != nil {
@@ -153,7 +156,7 @@ func (s *Server) start(bin string) error {
 		_ = logf.Chown(uid, gid)
 	}
 	// fsync stays on: the tests and benchmarks measure durable commits.
-	s.cmd = command(runAs, filepath.Join(bin, "postgres"), "-D", data,
+	s.cmd = testproc.Command(userName(runAs), filepath.Join(bin, "postgres"), "-D", data,
 		"-c", "listen_addresses=127.0.0.1", "-p", fmt.Sprint(port), "-k", s.dir,
 		"-c", "max_connections=300", "-c", "log_min_messages=warning")
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
@@ -172,31 +175,16 @@ func (s *Server) start(bin string) error {
 		}
 		select {
 		case <-s.done:
-			return fmt.Errorf("postgres exited: %s", tail(filepath.Join(s.dir, "server.log")))
+			return fmt.Errorf("postgres exited: %s", testproc.Tail(filepath.Join(s.dir, "server.log")))
 		default:
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("postgres did not accept connections within 60s: %v\n%s", err, tail(filepath.Join(s.dir, "server.log")))
+			return fmt.Errorf("postgres did not accept connections within 60s: %v\n%s", err, testproc.Tail(filepath.Join(s.dir, "server.log")))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	s.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/weirtest?sslmode=disable", port)
 	return nil
-}
-
-// command runs name as u (nil: as this process's user). setpriv execs, so
-// the child's PID is the program's own.
-func command(u *user.User, name string, args ...string) *exec.Cmd {
-	var cmd *exec.Cmd
-	if u != nil {
-		cmd = exec.Command("setpriv", append([]string{"--reuid=" + u.Uid, "--regid=" + u.Gid, "--clear-groups", name}, args...)...)
-	} else {
-		cmd = exec.Command(name, args...)
-	}
-	// Its own process group: a ^C of the test reaches the server only
-	// through Stop.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	return cmd
 }
 
 // Stop shuts the server down by its PID (SIGINT: PostgreSQL's fast
@@ -214,8 +202,16 @@ func (s *Server) Stop() {
 	os.RemoveAll(s.dir)
 }
 
+// userName is u's login name, "" for nil (this process's user).
+func userName(u *user.User) string {
+	if u == nil {
+		return ""
+	}
+	return u.Username
+}
+
 // Log returns the end of the server's log, for failure messages.
-func (s *Server) Log() string { return tail(filepath.Join(s.dir, "server.log")) }
+func (s *Server) Log() string { return testproc.Tail(filepath.Join(s.dir, "server.log")) }
 
 func exec1(url, sql string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -227,26 +223,6 @@ func exec1(url, sql string) error {
 	defer c.Close(ctx)
 	_, err = c.Exec(ctx, sql)
 	return err
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func tail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	if len(b) > 3000 {
-		b = b[len(b)-3000:]
-	}
-	return path + ":\n" + string(b)
 }
 
 var (
@@ -320,6 +296,15 @@ func Schema(t testing.TB, url string) string {
 		}
 	})
 	return name
+}
+
+// WithParam returns url with the query parameter key=value added.
+func WithParam(url, key, value string) string {
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return url + sep + neturl.QueryEscape(key) + "=" + neturl.QueryEscape(value)
 }
 
 // Exec runs sql on url and fails t on error.
