@@ -20,9 +20,11 @@ import (
 // the caller.
 const maxTxnBytes = 512 << 20
 
-// maxLeaseRetries bounds how often a commit is retried after its lease
-// looked expired but a concurrent ping had extended it.
-const maxLeaseRetries = 8
+// maxCommitAttempts bounds how often a commit is sent again after an
+// answer that applied nothing and asks for a retry: the timestamp sequence
+// moved up to a clock that ticked on meanwhile, or a lease that looked
+// expired but a concurrent ping had extended.
+const maxCommitAttempts = 8
 
 // Commit applies txn atomically and durably (see store.Store).
 //
@@ -60,11 +62,10 @@ func (s *Store) Commit(ctx context.Context, txn *store.Txn) error {
 	if err := txn.Validate(); err != nil {
 		return fmt.Errorf("postgres store: commit: %w", err)
 	}
-	p, err := s.plan(txn)
-	if err != nil {
-		return err
+	if n := txn.Bytes(); n > maxTxnBytes {
+		return fmt.Errorf("postgres store: commit: txn of %d bytes exceeds the limit of %d", n, maxTxnBytes)
 	}
-	if p.empty() {
+	if txn.Empty() && len(txn.Prerequisites()) == 0 {
 		if s.closed.Load() {
 			return store.ErrClosed
 		}
@@ -75,15 +76,18 @@ func (s *Store) Commit(ctx context.Context, txn *store.Txn) error {
 		return err
 	}
 	defer c.Release()
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			// Again with the clock's current time (Options.Clock).
-			if p, err = s.plan(txn); err != nil {
-				return err
-			}
+	ids, err := s.txnTableIDs(ctx, c, txn)
+	if err != nil {
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		// Planned per attempt: a retry sends the clock's current time
+		// (Options.Clock).
+		p, err := s.plan(txn, ids)
+		if err != nil {
+			return err
 		}
-		err := c.SendBatch(ctx, p.batch).Close()
-		if err == nil {
+		if err = c.SendBatch(ctx, p.batch).Close(); err == nil {
 			return nil
 		}
 		switch code := pgCode(err); {
@@ -103,14 +107,14 @@ func (s *Store) Commit(ctx context.Context, txn *store.Txn) error {
 					return &store.LeaseLostError{Lease: store.LeaseID(id), State: st}
 				}
 			}
-			if attempt >= maxLeaseRetries {
-				return store.Retriable(fmt.Errorf("postgres store: commit: leases %v looked lost %d times but are active", p.leases, attempt+1))
-			}
 		default:
 			return s.commitErr(err)
 		}
 		// Nothing was applied (a server ERROR rolled the transaction
 		// back): sending the same batch again is safe.
+		if attempt >= maxCommitAttempts {
+			return store.Retriable(fmt.Errorf("postgres store: commit: no attempt of %d applied: %w", attempt, err))
+		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -132,8 +136,6 @@ type commitPlan struct {
 	leases []int64 // sorted, distinct
 	batch  *pgx.Batch
 }
-
-func (p *commitPlan) empty() bool { return p.batch.Len() == 0 }
 
 // point is a Put or Delete of a Txn.
 type point struct {
@@ -169,10 +171,8 @@ type seqRows struct {
 // whose last write is a Put with its value, sorted by key (the order their
 // rows are locked in); a key whose last write a later DeleteRange covers
 // is left to the range deletion. Appends come last.
-func (s *Store) plan(txn *store.Txn) (*commitPlan, error) {
-	if n := txn.Bytes(); n > maxTxnBytes {
-		return nil, fmt.Errorf("postgres store: commit: txn of %d bytes exceeds the limit of %d", n, maxTxnBytes)
-	}
+// ids holds the id of every table txn names (txnTableIDs).
+func (s *Store) plan(txn *store.Txn, ids map[store.Table]int32) (*commitPlan, error) {
 	p := &commitPlan{batch: &pgx.Batch{}}
 	for _, id := range txn.Prerequisites() {
 		p.leases = append(p.leases, dbLeaseID(id))
@@ -227,13 +227,13 @@ func (s *Store) plan(txn *store.Txn) (*commitPlan, error) {
 		b.Queue(s.sql.holdLeases, p.leases, now)
 	}
 	if checks := txn.Checks(); len(checks) > 0 {
-		b.Queue(s.sql.checkRows, s.checkArgs(checks)...)
+		b.Queue(s.sql.checkRows, s.checkArgs(checks, ids)...)
 	}
 	for _, r := range ranges {
 		if r.hi == nil {
-			b.Queue(s.sql.deleteRangeToEnd, string(r.table), nonNil(r.lo))
+			b.Queue(s.sql.deleteRangeToEnd, ids[r.table], nonNil(r.lo))
 		} else {
-			b.Queue(s.sql.deleteRange, string(r.table), nonNil(r.lo), r.hi)
+			b.Queue(s.sql.deleteRange, ids[r.table], nonNil(r.lo), r.hi)
 		}
 	}
 	for lo := 0; lo < len(points); {
@@ -255,15 +255,15 @@ func (s *Store) plan(txn *store.Txn) (*commitPlan, error) {
 			}
 		}
 		if len(delKeys) > 0 {
-			b.Queue(s.sql.deleteKeys, string(table), delKeys)
+			b.Queue(s.sql.deleteKeys, ids[table], delKeys)
 		}
 		if len(putKeys) > 0 {
-			b.Queue(s.sql.upsert, string(table), putKeys, putVals)
+			b.Queue(s.sql.upsert, ids[table], putKeys, putVals)
 		}
 		lo = hi
 	}
 	if len(seqs) > 0 {
-		b.Queue(s.sql.appendRows, appendArgs(seqs, now)...)
+		b.Queue(s.sql.appendRows, appendArgs(seqs, ids, now)...)
 	}
 	return p, nil
 }
@@ -271,16 +271,16 @@ func (s *Store) plan(txn *store.Txn) (*commitPlan, error) {
 // checkArgs are check_rows' arguments: the checks in order, and their
 // advisory lock keys, distinct and sorted (the order every commit takes
 // them in).
-func (s *Store) checkArgs(checks []store.Check) []any {
+func (s *Store) checkArgs(checks []store.Check, ids map[store.Table]int32) []any {
 	var (
-		tbls   []string
+		tids   []int32
 		keys   [][]byte
 		vals   [][]byte
 		absent []bool
 		locks  [][2]int32
 	)
 	for _, c := range checks {
-		tbls = append(tbls, string(c.Table))
+		tids = append(tids, ids[c.Table])
 		keys = append(keys, c.Key)
 		vals = append(vals, nonNil(c.Value))
 		absent = append(absent, c.Absent)
@@ -295,7 +295,7 @@ func (s *Store) checkArgs(checks []store.Check) []any {
 	for i, l := range locks {
 		lk1[i], lk2[i] = l[0], l[1]
 	}
-	return []any{tbls, keys, vals, absent, lk1, lk2}
+	return []any{tids, keys, vals, absent, lk1, lk2}
 }
 
 // checkLockKey is the advisory lock of a checked key: 64 bits of FNV-1a
@@ -317,7 +317,7 @@ func (s *Store) checkLockKey(table store.Table, key []byte) [2]int32 {
 // appendArgs are append_rows' arguments for seqs: sequences sorted by
 // (table, prefix) — the order their tail rows are locked in — and each
 // value's sequence (1-based) and position within it.
-func appendArgs(seqs []*seqRows, now *int64) []any {
+func appendArgs(seqs []*seqRows, ids map[store.Table]int32, now *int64) []any {
 	slices.SortFunc(seqs, func(a, b *seqRows) int {
 		if c := bytes.Compare([]byte(a.table), []byte(b.table)); c != 0 {
 			return c
@@ -325,7 +325,7 @@ func appendArgs(seqs []*seqRows, now *int64) []any {
 		return bytes.Compare(a.prefix, b.prefix)
 	})
 	var (
-		tbls     []string
+		tids     []int32
 		prefixes [][]byte
 		counts   []int32
 		seqidx   []int32
@@ -333,7 +333,7 @@ func appendArgs(seqs []*seqRows, now *int64) []any {
 		vals     [][]byte
 	)
 	for j, q := range seqs {
-		tbls = append(tbls, string(q.table))
+		tids = append(tids, ids[q.table])
 		prefixes = append(prefixes, nonNil(q.prefix))
 		counts = append(counts, int32(len(q.values)))
 		for i, v := range q.values {
@@ -342,5 +342,5 @@ func appendArgs(seqs []*seqRows, now *int64) []any {
 			vals = append(vals, v)
 		}
 	}
-	return []any{tbls, prefixes, counts, seqidx, pos, vals, now}
+	return []any{tids, prefixes, counts, seqidx, pos, vals, now}
 }

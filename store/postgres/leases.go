@@ -25,9 +25,12 @@ import (
 //     out) and commits. A plain UPDATE of non-key columns takes FOR NO KEY
 //     UPDATE, which does not wait for the commits' FOR KEY SHARE locks (a
 //     ping is such an UPDATE too, so pings never wait for commits). From
-//     its commit on, no commit can lock the row any more: hold_leases
-//     re-checks the row's latest version (READ COMMITTED's EvalPlanQual)
-//     and finds it ended;
+//     its commit on, no commit gets through hold_leases: a statement that
+//     starts later sees the lease ended and locks nothing; one whose
+//     snapshot is older may still lock the row (FOR KEY SHARE does not
+//     re-check a row a non-key UPDATE replaced), but its second look, with
+//     a snapshot taken after the lock, finds the lease ended, and it rolls
+//     back;
 //  2. a SELECT … FOR UPDATE, which conflicts with FOR KEY SHARE, waits for
 //     every commit still holding the lock (PostgreSQL carries the lockers
 //     of a row version to the version an UPDATE creates, so none escapes).
@@ -40,8 +43,9 @@ import (
 // Why two transactions: a single one would hold its row lock while
 // waiting for the lockers, and new FOR KEY SHARE requests do not queue
 // behind a waiting FOR UPDATE in PostgreSQL — committers arriving
-// back to back could starve the abort. After step 1 no new locker can
-// arrive, so step 2 waits only for the commits already in flight.
+// back to back could starve the abort. After step 1 only statements
+// already started can still lock the row, so step 2 waits only for the
+// commits already in flight.
 const (
 	stateActive  = 1
 	stateAborted = 2

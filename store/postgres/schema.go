@@ -24,13 +24,20 @@ type migration struct {
 // documented in doc.go.
 var migrations = []migration{{
 	version: 1,
-	name:    "rows, leases, sequences, timestamps",
+	name:    "tables, rows, leases, sequences, timestamps",
 	sql: `
+-- The logical tables (store.Table names); rows name theirs by id, a
+-- shorter and cheaper index key than the name.
+CREATE TABLE {s}.tables (
+	id   int GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	name text NOT NULL UNIQUE
+);
+
 CREATE TABLE {s}.rows (
-	tbl text COLLATE "C" NOT NULL,
-	k   bytea NOT NULL,
-	v   bytea NOT NULL,
-	PRIMARY KEY (tbl, k)
+	t int NOT NULL,
+	k bytea NOT NULL,
+	v bytea NOT NULL,
+	PRIMARY KEY (t, k)
 );
 
 CREATE TABLE {s}.leases (
@@ -43,10 +50,10 @@ CREATE TABLE {s}.leases (
 CREATE SEQUENCE {s}.lease_ids AS bigint MINVALUE 1 NO CYCLE;
 
 CREATE TABLE {s}.sequences (
-	tbl    text COLLATE "C" NOT NULL,
+	t      int NOT NULL,
 	prefix bytea NOT NULL,
 	next   bigint NOT NULL,
-	PRIMARY KEY (tbl, prefix)
+	PRIMARY KEY (t, prefix)
 );
 
 -- Every store.Timestamp ever issued; CACHE 1 (the default) keeps nextval
@@ -102,7 +109,7 @@ END $$;
 -- against the latest committed rows: each statement of a VOLATILE function
 -- takes a new snapshot, after the locks are held. A failed check raises
 -- WC001 with the check's index as DETAIL.
-CREATE FUNCTION {s}.check_rows(tbls text[], keys bytea[], vals bytea[], absent boolean[], lk1 int[], lk2 int[])
+CREATE FUNCTION {s}.check_rows(ts int[], keys bytea[], vals bytea[], absent boolean[], lk1 int[], lk2 int[])
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
 	cur bytea;
@@ -110,8 +117,8 @@ BEGIN
 	FOR i IN 1 .. coalesce(cardinality(lk1), 0) LOOP
 		PERFORM pg_advisory_xact_lock(lk1[i], lk2[i]);
 	END LOOP;
-	FOR i IN 1 .. coalesce(cardinality(tbls), 0) LOOP
-		SELECT v INTO cur FROM {s}.rows WHERE tbl = tbls[i] AND k = keys[i];
+	FOR i IN 1 .. coalesce(cardinality(ts), 0) LOOP
+		SELECT v INTO cur FROM {s}.rows WHERE t = ts[i] AND k = keys[i];
 		IF absent[i] AND FOUND THEN
 			RAISE EXCEPTION 'weir: check % failed: the key exists', i - 1 USING ERRCODE = 'WC001', DETAIL = (i - 1)::text;
 		ELSIF NOT absent[i] AND NOT FOUND THEN
@@ -123,14 +130,14 @@ BEGIN
 END $$;
 
 -- append_rows appends vals to ordered sequences. Sequence j (1-based, the
--- arrays sorted by (tbl, prefix)) receives counts[j] rows; value r goes to
+-- arrays sorted by (table, prefix)) receives counts[j] rows; value r goes to
 -- sequence seqidx[r] at position pos[r] (0-based) among that sequence's rows
 -- of this call. Each sequence's tail row is locked until the end of the
 -- transaction, so indexes are dense and in commit order; the timestamps
 -- come from the sequence after the tails are locked, so they exceed every
 -- earlier commit's. WT001: the timestamp sequence is behind the clock's
 -- second (the caller bumps it and commits again).
-CREATE FUNCTION {s}.append_rows(tbls text[], prefixes bytea[], counts int[], seqidx int[], pos int[], vals bytea[], p_now bigint)
+CREATE FUNCTION {s}.append_rows(tids int[], prefixes bytea[], counts int[], seqidx int[], pos int[], vals bytea[], p_now bigint)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
 	target bigint := ({s}.now_ns(p_now) / 1000000000) << 30;
@@ -138,9 +145,9 @@ DECLARE
 	nxt bigint;
 	ts bigint[];
 BEGIN
-	FOR j IN 1 .. cardinality(tbls) LOOP
-		INSERT INTO {s}.sequences AS q (tbl, prefix, next) VALUES (tbls[j], prefixes[j], counts[j])
-		ON CONFLICT (tbl, prefix) DO UPDATE SET next = q.next + excluded.next
+	FOR j IN 1 .. cardinality(tids) LOOP
+		INSERT INTO {s}.sequences AS q (t, prefix, next) VALUES (tids[j], prefixes[j], counts[j])
+		ON CONFLICT (t, prefix) DO UPDATE SET next = q.next + excluded.next
 		RETURNING q.next INTO nxt;
 		firsts := firsts || (nxt - counts[j]);
 	END LOOP;
@@ -149,10 +156,10 @@ BEGIN
 	IF ts[1] < target THEN
 		RAISE EXCEPTION 'weir: the timestamp sequence is behind the clock' USING ERRCODE = 'WT001';
 	END IF;
-	INSERT INTO {s}.rows (tbl, k, v)
-	SELECT tbls[u.si], prefixes[u.si] || int8send(firsts[u.si] + u.pos), int8send(ts[u.ord]) || u.val
+	INSERT INTO {s}.rows (t, k, v)
+	SELECT tids[u.si], prefixes[u.si] || int8send(firsts[u.si] + u.pos), int8send(ts[u.ord]) || u.val
 	FROM unnest(seqidx, pos, vals) WITH ORDINALITY AS u(si, pos, val, ord)
-	ON CONFLICT (tbl, k) DO UPDATE SET v = excluded.v;
+	ON CONFLICT (t, k) DO UPDATE SET v = excluded.v;
 END $$;
 
 -- issue_timestamp returns the next timestamp, or NULL if the sequence is

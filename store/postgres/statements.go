@@ -7,6 +7,8 @@ package postgres
 type statements struct {
 	now string
 
+	lookupTable, ensureTable string
+
 	get                                    string
 	scanFwd, scanRev, scanFwdHi, scanRevHi string
 
@@ -23,11 +25,16 @@ type statements struct {
 
 func newStatements(schema string) statements {
 	x := func(sql string) string { return expand(sql, schema) }
-	const scan = `SELECT k, v FROM {s}.rows WHERE tbl = $1 AND k >= $2 `
+	const scan = `SELECT k, v FROM {s}.rows WHERE t = $1 AND k >= $2 `
 	return statements{
 		now: x(`SELECT {s}.now_ns($1)`),
 
-		get:       x(`SELECT v FROM {s}.rows WHERE tbl = $1 AND k = $2`),
+		lookupTable: x(`SELECT id FROM {s}.tables WHERE name = $1`),
+		// DO UPDATE (not NOTHING) so that RETURNING also answers for a
+		// name another process inserted first.
+		ensureTable: x(`INSERT INTO {s}.tables (name) VALUES ($1) ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id`),
+
+		get:       x(`SELECT v FROM {s}.rows WHERE t = $1 AND k = $2`),
 		scanFwd:   x(scan + `ORDER BY k LIMIT $3`),
 		scanRev:   x(scan + `ORDER BY k DESC LIMIT $3`),
 		scanFwdHi: x(scan + `AND k < $3 ORDER BY k LIMIT $4`),
@@ -37,13 +44,13 @@ func newStatements(schema string) statements {
 		checkRows:  x(`SELECT {s}.check_rows($1, $2, $3, $4, $5, $6)`),
 		appendRows: x(`SELECT {s}.append_rows($1, $2, $3, $4, $5, $6, $7)`),
 
-		deleteRange:      x(`DELETE FROM {s}.rows WHERE tbl = $1 AND k >= $2 AND k < $3`),
-		deleteRangeToEnd: x(`DELETE FROM {s}.rows WHERE tbl = $1 AND k >= $2`),
+		deleteRange:      x(`DELETE FROM {s}.rows WHERE t = $1 AND k >= $2 AND k < $3`),
+		deleteRangeToEnd: x(`DELETE FROM {s}.rows WHERE t = $1 AND k >= $2`),
 		// Keys arrive sorted, so concurrent commits lock shared rows in
 		// the same order.
-		deleteKeys: x(`DELETE FROM {s}.rows WHERE tbl = $1 AND k = ANY ($2::bytea[])`),
-		upsert: x(`INSERT INTO {s}.rows (tbl, k, v) SELECT $1, u.k, u.v FROM unnest($2::bytea[], $3::bytea[]) AS u(k, v)
-ON CONFLICT (tbl, k) DO UPDATE SET v = excluded.v`),
+		deleteKeys: x(`DELETE FROM {s}.rows WHERE t = $1 AND k = ANY ($2::bytea[])`),
+		upsert: x(`INSERT INTO {s}.rows (t, k, v) SELECT $1, u.k, u.v FROM unnest($2::bytea[], $3::bytea[]) AS u(k, v)
+ON CONFLICT (t, k) DO UPDATE SET v = excluded.v`),
 
 		createLease: x(`INSERT INTO {s}.leases (id, timeout_ns, expires_ns, state)
 SELECT nextval('{s}.lease_ids'), $1, n.t + $1, 1 FROM (SELECT {s}.now_ns($2) AS t) n

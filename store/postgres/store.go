@@ -66,6 +66,7 @@ type Store struct {
 	schema    string
 	clock     clock.Clock // nil: the database's clock
 	sql       statements
+	tables    tableIDs
 	retention time.Duration
 	stalled   time.Duration
 	closed    atomic.Bool
@@ -278,8 +279,12 @@ func (s *Store) Get(ctx context.Context, table store.Table, key []byte) ([]byte,
 		return nil, false, err
 	}
 	defer c.Release()
+	tid, ok, err := s.tableID(ctx, c, table, false)
+	if err != nil || !ok {
+		return nil, false, err
+	}
 	var v []byte
-	err = c.QueryRow(ctx, s.sql.get, string(table), nonNil(key)).Scan(&v)
+	err = c.QueryRow(ctx, s.sql.get, tid, nonNil(key)).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, nil
 	}
@@ -314,16 +319,20 @@ func (s *Store) Scan(ctx context.Context, r store.Range, fn func(key, value []by
 		return err
 	}
 	defer c.Release()
+	tid, ok, err := s.tableID(ctx, c, r.Table, false)
+	if err != nil || !ok {
+		return err
+	}
 	limit := int64(r.Limit)
 	if limit == 0 {
 		limit = 1<<63 - 1
 	}
-	q, args := s.sql.scanFwd, []any{string(r.Table), nonNil(r.Lo), limit}
+	q, args := s.sql.scanFwd, []any{tid, nonNil(r.Lo), limit}
 	switch {
 	case r.Hi != nil && r.Reverse:
-		q, args = s.sql.scanRevHi, []any{string(r.Table), nonNil(r.Lo), r.Hi, limit}
+		q, args = s.sql.scanRevHi, []any{tid, nonNil(r.Lo), r.Hi, limit}
 	case r.Hi != nil:
-		q, args = s.sql.scanFwdHi, []any{string(r.Table), nonNil(r.Lo), r.Hi, limit}
+		q, args = s.sql.scanFwdHi, []any{tid, nonNil(r.Lo), r.Hi, limit}
 	case r.Reverse:
 		q = s.sql.scanRev
 	}

@@ -307,14 +307,18 @@ func TestScanWalksTheIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	tid, ok := s.tables.cached("main")
+	if !ok {
+		t.Fatal("no id for table main after writing to it")
+	}
 	for _, c := range []struct {
 		sql  string
 		args []any
 	}{
-		{s.sql.scanFwd, []any{"main", []byte("05"), int64(1000)}},
-		{s.sql.scanRev, []any{"main", []byte("05"), int64(1000)}},
-		{s.sql.scanFwdHi, []any{"main", []byte("05"), []byte("09"), int64(1000)}},
-		{s.sql.scanRevHi, []any{"main", []byte("05"), []byte("09"), int64(1000)}},
+		{s.sql.scanFwd, []any{tid, []byte("05"), int64(1000)}},
+		{s.sql.scanRev, []any{tid, []byte("05"), int64(1000)}},
+		{s.sql.scanFwdHi, []any{tid, []byte("05"), []byte("09"), int64(1000)}},
+		{s.sql.scanRevHi, []any{tid, []byte("05"), []byte("09"), int64(1000)}},
 	} {
 		rows, err := s.pool.Query(ctx, "EXPLAIN "+c.sql, c.args...)
 		if err != nil {
@@ -371,5 +375,54 @@ func TestCommitErrorClasses(t *testing.T) {
 		if got := store.Classify(s.commitErr(c.err)); got != c.want {
 			t.Errorf("commitErr(%v) is %v, want %v", c.err, got, c.want)
 		}
+	}
+}
+
+// TestTableIDsAcrossHandles: two handles on one schema (two processes)
+// agree on table ids, also when both write a new table at once; reading
+// a table nobody wrote to finds nothing and assigns no id.
+func TestTableIDsAcrossHandles(t *testing.T) {
+	a, schema := newStore(t, Options{})
+	b := openSchema(t, pgtest.URL(t), schema, Options{})
+	ctx := t.Context()
+	for i := range 20 {
+		table := store.Table(fmt.Sprintf("t%02d", i))
+		errs := make(chan error, 2)
+		for j, s := range []*Store{a, b} {
+			go func() {
+				txn := store.NewTxn()
+				txn.Put(table, []byte{byte(j)}, []byte(table))
+				errs <- s.Commit(ctx, txn)
+			}()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, s := range []*Store{a, b} {
+			n := 0
+			if err := s.Scan(ctx, store.Range{Table: table}, func(k, v []byte) bool { n++; return true }); err != nil {
+				t.Fatal(err)
+			}
+			if n != 2 {
+				t.Fatalf("table %s holds %d rows seen from one handle, want 2 (one per handle)", table, n)
+			}
+		}
+		ida, _ := a.tables.cached(table)
+		idb, _ := b.tables.cached(table)
+		if ida != idb || ida == 0 {
+			t.Fatalf("table %s: ids %d and %d", table, ida, idb)
+		}
+	}
+	if _, ok, err := b.Get(ctx, "never_written", []byte("k")); ok || err != nil {
+		t.Fatalf("Get of an unwritten table: %v, %v", ok, err)
+	}
+	if err := b.Scan(ctx, store.Range{Table: "never_written"}, func(k, v []byte) bool { t.Error("a row"); return true }); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := a.pool.QueryRow(ctx, "SELECT count(*) FROM "+quoteIdent(schema)+".tables WHERE name = 'never_written'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("reads assigned an id to an unwritten table (%d rows, %v)", n, err)
 	}
 }
