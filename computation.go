@@ -12,8 +12,9 @@ import (
 )
 
 // Context is what user code sees during one call: the current key, the
-// epoch's time, the watermarks, and access to the key's state. A Context is
-// valid only during the call it was passed to.
+// epoch's time and the watermarks. The key's states are reached through
+// State[T] with this Context. A Context is valid only during the call it
+// was passed to.
 type Context interface {
 	// Context is cancelled when the job stops.
 	Context() context.Context
@@ -25,21 +26,17 @@ type Context interface {
 	// EventWatermark is the computation's current event-time watermark: every
 	// input with an earlier event time is believed to have arrived.
 	EventWatermark() time.Time
-
-	// LoadState returns the decoded value of state name for the current key,
-	// or (nil, nil) if absent. decode turns stored bytes into a value; the
-	// engine caches the value for the rest of the epoch. Use State[T] rather
-	// than calling this directly.
-	LoadState(name string, decode func([]byte) (any, error)) (any, error)
-	// StoreState sets state name of the current key to v; empty means the
-	// state is absent (its row is deleted). encode runs once, at commit.
-	StoreState(name string, v any, empty bool, encode func(any) ([]byte, error))
 }
 
 // Output collects the outputs of one call. Outputs of a Transform get fresh
 // ids from the epoch's sequence number; outputs of a SwiftMap inherit the id
 // of their single parent (or, with allow_batching_with_relaxed_guarantees, a
 // merged id of several).
+//
+// An output the engine refuses (an undeclared stream, a parent that is not
+// an input of the call, a timer on an unknown timer stream) returns an
+// error and fails the call even if the code ignores that error: dropping
+// the output silently would lose data.
 type Output interface {
 	// Add emits row on stream with the default parents: the current message,
 	// the whole batch of a per-batch function, or the current timer.
@@ -54,7 +51,11 @@ type Output interface {
 	Streams() []string
 }
 
-// MessageFunc processes one message.
+// MessageFunc processes one message. A returned error or a panic fails the
+// call: nothing of the epoch is committed, the partition's job fails and is
+// restarted with backoff, and the error names the computation, the
+// partition and the message (for a source message, its source partition and
+// offset), so that a poison message can be found.
 type MessageFunc func(ctx Context, msg *Message, out Output) error
 
 // BatchFunc processes the messages of one key in one epoch, in processing

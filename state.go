@@ -2,8 +2,11 @@ package weir
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
+
+	"github.com/weir-stream/weir/internal/userstate"
 )
 
 // State is a typed per-key state of a computation, persisted in the states
@@ -23,25 +26,38 @@ func NewState[T any](name string) State[T] { return State[T]{name: name} }
 // Name returns the state's name.
 func (s State[T]) Name() string { return s.name }
 
+// errNoState is returned for a Context that holds no state (one the
+// engine did not make).
+var errNoState = errors.New("weir: this Context holds no state: use the Context weir passed to your computation")
+
 // Get returns the current key's value, or T's zero value if absent.
 func (s State[T]) Get(ctx Context) (T, error) {
 	var zero T
-	v, err := ctx.LoadState(s.name, s.decode)
+	h, ok := ctx.(userstate.Host)
+	if !ok {
+		return zero, errNoState
+	}
+	v, err := h.LoadState(s.name, s.decode)
 	if err != nil || v == nil {
 		return zero, err
 	}
 	return v.(T), nil
 }
 
-// Set sets the current key's value; the zero value clears it.
+// Set sets the current key's value; the zero value clears it. With a
+// Context weir did not make it does nothing (Get reports that).
 func (s State[T]) Set(ctx Context, v T) {
-	ctx.StoreState(s.name, v, isZero(v), s.encode)
+	if h, ok := ctx.(userstate.Host); ok {
+		h.StoreState(s.name, v, isZero(v), s.encode)
+	}
 }
 
 // Clear removes the current key's value.
 func (s State[T]) Clear(ctx Context) {
 	var zero T
-	ctx.StoreState(s.name, zero, true, s.encode)
+	if h, ok := ctx.(userstate.Host); ok {
+		h.StoreState(s.name, zero, true, s.encode)
+	}
 }
 
 func (s State[T]) decode(b []byte) (any, error) {

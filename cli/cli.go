@@ -95,7 +95,8 @@ var Version = "0.1.0-dev"
 var errUsage = errors.New("usage")
 
 // Main runs the command with args (without the program name) and returns
-// the process exit code: 0 success, 1 failure, 2 usage error.
+// the process exit code: 0 success, 1 failure, 2 usage error, or a
+// command's own code (weir run: 3 when a drain timed out).
 func Main(args []string, o Options) int {
 	o.defaults()
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -116,6 +117,11 @@ func Main(args []string, o Options) int {
 			case errors.Is(err, errUsage):
 				return 2
 			default:
+				var xe *exitError
+				if errors.As(err, &xe) {
+					fmt.Fprintln(o.Stderr, "weir "+c.name+":", err)
+					return xe.code
+				}
 				fmt.Fprintln(o.Stderr, "weir "+c.name+":", err)
 				return 1
 			}

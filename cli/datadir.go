@@ -34,12 +34,9 @@ func openStore(dir string) (store.Store, error) {
 	return openStoreMode(dir, false)
 }
 
-// openStoreReadOnly opens DIR's existing store without writing anything
-// to it, for commands that only read: a mistyped --data creates nothing.
-func openStoreReadOnly(dir string) (store.Store, error) {
-	return openStoreMode(dir, true)
-}
-
+// openStoreMode opens DIR's store; readOnly opens an existing one without
+// writing anything to it, for commands that only read: a mistyped --data
+// creates nothing.
 func openStoreMode(dir string, readOnly bool) (store.Store, error) {
 	if dir == "" {
 		return nil, errors.New("no data directory: pass --data DIR")

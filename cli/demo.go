@@ -85,7 +85,7 @@ func runDemo(o *Options, args []string) error {
 	}
 	fmt.Fprintf(w, "  generated and wrote %d events in %.1fs\n", *events, time.Since(genStart).Seconds())
 
-	r, err := startRunner(ctx, o, *dir, p, st, "127.0.0.1:0", func(string, ...any) {})
+	r, err := startRunner(ctx, o, *dir, p, st, "127.0.0.1:0", func(string, ...any) {}, func(string, ...any) {})
 	if err != nil {
 		return err
 	}

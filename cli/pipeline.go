@@ -12,7 +12,8 @@ func runPipeline(o *Options, args []string) error {
 
   status  print the running pipeline's state, counters and partitions (JSON);
           "failing" lists partitions whose jobs keep failing (restarted with
-          backoff) with their last error, "sink_failures" sinks that gave up
+          backoff) with their last error, "sink_failures" sinks that gave up,
+          "source_errors" sources that cannot be listed (retried)
   stop    drain: sources stop reading, everything in flight is delivered,
           then the pipeline is stopped and 'weir run' exits
   pause   stop every job at once (in-flight data stays for the next start)

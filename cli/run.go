@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -32,22 +33,38 @@ import (
 func runRun(o *Options, args []string) error {
 	fs := newFlags(o, "run", "--data DIR --spec FILE",
 		"Runs the pipeline of FILE (YSON or YAML) on DIR's embedded store until it\n"+
-			"completes (all sources finite and processed) or is stopped. SIGTERM or\n"+
-			"SIGINT drains and stops cleanly (a second one stops at once); after a\n"+
-			"SIGKILL, the same command resumes with nothing lost or duplicated.\n"+
+			"completes (all sources finite and processed) or is stopped. A completed\n"+
+			"run is final; running the command again starts a new run that processes\n"+
+			"what arrived since, each row exactly once across runs (a changed spec is\n"+
+			"accepted then too).\n\n"+
+			"SIGTERM or SIGINT drains and stops cleanly; if the drain takes longer\n"+
+			"than --drain-timeout (a job that keeps failing never drains), it stops\n"+
+			"hard: every job stops, the pipeline is paused, nothing is lost and the\n"+
+			"next run resumes exactly once. A second signal stops at once. After a\n"+
+			"SIGKILL, the same command resumes with nothing lost or duplicated.\n\n"+
 			"While it runs, a loopback admin API serves /status and /metrics, and\n"+
-			"'weir pipeline' and 'weir queue' commands work through it.")
+			"'weir pipeline' and 'weir queue' commands work through it. Failures (a\n"+
+			"job failing in user code or a sink, a source that cannot be reached) are\n"+
+			"written to stderr: the first at once, repeats summarized every 10s.\n\n"+
+			"Exit codes: 0 completed or stopped (drained); 1 error; 2 usage;\n"+
+			"3 the drain timed out and the pipeline was stopped hard (paused).")
 	dir := fs.String("data", "", "data directory (required; created if missing)")
 	specPath := fs.String("spec", "", "pipeline spec file, .yson or .yaml (required)")
 	admin := fs.String("admin", "127.0.0.1:0", "admin API listen address (loopback)")
 	progress := fs.Duration("progress", 2*time.Second, "progress line period on stderr (0: off)")
 	verbose := fs.Bool("v", false, "log job restarts and controller events")
+	drainTimeout := fs.Duration("drain-timeout", defaultDrainTimeout, "on SIGTERM/SIGINT, how long to drain before stopping hard (exit code 3; 0: no limit)")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
 	if *dir == "" || *specPath == "" {
 		return usageErr(fs, "need --data DIR and --spec FILE")
 	}
+	// Signals are caught from here on: one that comes while the store
+	// opens and the pipeline starts is a drain once it runs, not an exit.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
 	b, err := os.ReadFile(*specPath)
 	if err != nil {
 		return fmt.Errorf("read spec: %w", err)
@@ -66,7 +83,7 @@ func runRun(o *Options, args []string) error {
 	if *verbose {
 		logf = logger.Printf
 	}
-	r, err := startRunner(context.Background(), o, *dir, p, st, *admin, logf)
+	r, err := startRunner(context.Background(), o, *dir, p, st, *admin, logf, logger.Printf)
 	if err != nil {
 		return err
 	}
@@ -75,19 +92,8 @@ func runRun(o *Options, args []string) error {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	go func() {
-		<-sigs
-		logger.Printf("signal received: draining (send it again to stop at once)")
-		if err := r.eng.Controller().SetTarget(controller.Stopped); err != nil {
-			logger.Printf("%v", err)
-		}
-		<-sigs
-		logger.Printf("second signal: stopping now")
-		cancel()
-	}()
+	sh := &signalHandler{r: r, logf: logger.Printf, drainTimeout: *drainTimeout, cancel: cancel}
+	go sh.run(ctx, sigs)
 	if *progress > 0 {
 		go r.progressLoop(ctx, o.Stderr, *progress)
 	}
@@ -101,6 +107,9 @@ func runRun(o *Options, args []string) error {
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return explainDamage(*dir, err)
+	}
+	if sh.halted.Load() && state != controller.Completed && state != controller.Stopped {
+		return sh.drainTimedOut(state)
 	}
 	if state != controller.Completed && state != controller.Stopped {
 		return fmt.Errorf("pipeline ended in state %s", state)
@@ -124,11 +133,13 @@ type runner struct {
 	lastT    time.Time
 }
 
-func startRunner(ctx context.Context, o *Options, dir string, p *spec.Pipeline, st store.Store, admin string, logf func(string, ...any)) (*runner, error) {
+// startRunner builds the engine and serves its admin API; logf gets the
+// verbose log, warnf what the operator must always see.
+func startRunner(ctx context.Context, o *Options, dir string, p *spec.Pipeline, st store.Store, admin string, logf, warnf func(string, ...any)) (*runner, error) {
 	queue.OpenStore = func(other string) (store.Store, error) {
 		return pstore.Open(filepath.Join(other, storeSubdir), pstore.Options{})
 	}
-	eng, err := engine.New(ctx, engine.Config{Spec: p, Store: st, Classes: o.Classes, Connectors: o.Connectors, Logf: logf})
+	eng, err := engine.New(ctx, engine.Config{Spec: p, Store: st, Classes: o.Classes, Connectors: o.Connectors, Logf: logf, Warnf: warnf})
 	if err != nil {
 		return nil, err
 	}
@@ -307,22 +318,37 @@ func (r *runner) progressLine(ctx context.Context) string {
 	return line + failingNote(s)
 }
 
-// failingNote names the partitions whose jobs keep failing, with the first
-// one's last error ("" if none).
+// failingNote names the sources that cannot be listed and the partitions
+// whose jobs keep failing, with the first one's last error ("" if none).
 func failingNote(s engine.Status) string {
+	if len(s.SourceErrors) > 0 {
+		f := s.SourceErrors[0]
+		note := fmt.Sprintf("  FAILING: the source of %s cannot be listed (%d× in a row: %s)", f.Computation, f.ConsecutiveFailures, cut(f.LastError, 120))
+		if n := len(s.SourceErrors) - 1 + len(s.Failing); n > 0 {
+			note += fmt.Sprintf(" and %d more; see 'weir pipeline status'", n)
+		}
+		return note
+	}
 	if len(s.Failing) == 0 {
 		return ""
 	}
 	f := s.Failing[0]
-	msg := f.LastError
-	if len(msg) > 120 {
-		msg = msg[:117] + "..."
-	}
-	note := fmt.Sprintf("  FAILING: %s (%d× in a row: %s)", f.Partition, f.ConsecutiveFailures, msg)
+	note := fmt.Sprintf("  FAILING: %s (%d× in a row: %s)", f.Partition, f.ConsecutiveFailures, cut(f.LastError, 120))
 	if n := len(s.Failing) - 1; n > 0 {
 		note += fmt.Sprintf(" and %d more partition(s); see 'weir pipeline status'", n)
 	}
 	return note
+}
+
+// cut returns s's first line, at most n bytes ("..." marks a cut).
+func cut(s string, n int) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " ..."
+	}
+	if len(s) > n {
+		s = strings.ToValidUTF8(s[:n-3], "") + "..."
+	}
+	return s
 }
 
 // queueLag sums, over the spec's QueueSources, the rows not yet committed
@@ -347,6 +373,9 @@ func summarize(s engine.Status) string {
 			out += fmt.Sprintf(" (%d redelivered after a restart, recognised and skipped)", c.Duplicates)
 		}
 		out += "; "
+	}
+	if out == "" {
+		out = "no new input; "
 	}
 	return out + fmt.Sprintf("%d jobs started, %d failed, %d lost", s.Controller.JobsStarted, s.Controller.JobsFailed, s.Controller.JobsLost) + failingNote(s)
 }

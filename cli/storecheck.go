@@ -112,7 +112,7 @@ func runStore(o *Options, args []string) error {
 // maxListed caps the lines of a list of problems.
 const maxListed = 20
 
-// checkEngineTables verifies the engine's tables (layout in runtime/keys.go):
+// checkEngineTables verifies the engine's tables (layout in tables/keys.go):
 // every partition_transactions row holds an 8-byte epoch timestamp, and
 // every outbox row (partition_output_messages) belongs to a partition that
 // has committed an epoch, since outbox rows are written only by epoch
@@ -167,5 +167,5 @@ func explainDamage(dir string, err error) error {
 	}
 	return fmt.Errorf("%s\n\nThe data in %s is damaged, and weir stops rather than compute wrong results from it.\n"+
 		"What to do: keep the directory as it is, run 'weir store check --data %s' to see what is damaged,\n"+
-		"then restore %s from a backup, or start again in a new data directory.", what, dir, dir, dir)
+		"then restore %s from a backup, or start again in a new data directory", what, dir, dir, dir)
 }

@@ -126,6 +126,32 @@ type PendingSyncer interface {
 	PendingSync() bool
 }
 
+// Progress is what a job tells its sinks at the start of every epoch, as
+// Flow's UpdateWatermarkState does: how far its computation has come.
+type Progress struct {
+	// SystemWatermark: every input of the computation with a
+	// SystemTimestamp below it is processed (a source computation: every
+	// record it read so far is).
+	SystemWatermark store.Timestamp
+	// EventWatermark is the computation's input event-time watermark.
+	EventWatermark time.Time
+	// Draining: the pipeline is draining (stopping): sources read nothing
+	// new. A sink that holds output back (an open table, a partial batch)
+	// should flush it, and report PendingSync until it has.
+	Draining bool
+	// Final: no input will ever reach the computation again (every
+	// upstream completed, or its finite source is read to the end).
+	Final bool
+}
+
+// ProgressObserver is implemented by sinks that act on their computation's
+// progress: closing a time slot once the watermark passed it, flushing on
+// a drain. The job calls Progress on its goroutine before each epoch's
+// Distribute calls.
+type ProgressObserver interface {
+	Progress(p Progress)
+}
+
 // AtMostOnce is implemented by sinks that deliver each output at most once
 // (at_most_once_strategy). After a restart the engine reloads a partition's
 // undelivered outputs from its outbox and hands them to every destination

@@ -13,11 +13,16 @@
 // worker), but none of its commits can succeed, and the status board drops
 // its reports.
 //
-// Cycle is the deterministic step (tests call it directly with a manual
-// clock); Run drives it every scheduler period. Nothing slow runs under the
-// controller's mutex: the sources' partition listings (a Kafka metadata call
-// can take 30 s) run on a background goroutine whose result a later cycle
-// consumes, so that lease pings are never delayed by them.
+// A cycle observes, decides, then applies (cycle.go): it reads what it
+// needs from the store (lease states, a timestamp) without holding the
+// controller's mutex; decides under the mutex, touching only memory (the
+// layout, the board); and carries out its decisions — lease aborts, state
+// and watermark writes, dedup GC, lease creation and job starts, pings —
+// after releasing it. Tests call Cycle directly with a manual clock; Run
+// drives it every scheduler period. Nothing slow runs under the mutex: the
+// sources' partition listings (a Kafka metadata call can take 30 s) run on
+// a background goroutine whose result a later cycle consumes, so that lease
+// pings are never delayed by them.
 package controller
 
 import (
@@ -28,7 +33,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/board"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/transport"
 )
@@ -48,13 +54,13 @@ const (
 
 // Config configures a controller. Durations default to one-machine values.
 type Config struct {
-	Plan  *runtime.Plan
+	Plan  *plan.Plan
 	Store store.Store
 	Hub   *transport.Hub
-	Board *runtime.Board
+	Board *board.Board
 	// Workers run the jobs; the controller places each job on the live
 	// worker with the fewest jobs.
-	Workers []*Worker
+	Workers []Worker
 
 	// LeaseTimeout: a lease not pinged for this long expires (default 5s).
 	LeaseTimeout time.Duration
@@ -67,6 +73,10 @@ type Config struct {
 	LostWorkerTimeout time.Duration
 	// SchedulerPeriod: the cycle period of Run (default 100ms).
 	SchedulerPeriod time.Duration
+	// SyncListings lists the sources inside the cycle (before it takes the
+	// mutex) instead of on a background goroutine: deterministic
+	// simulations use it so that a seed replays the same layout changes.
+	SyncListings bool
 	// SourceRelistPeriod: how often sources are asked for their partition
 	// list, so that new source partitions get jobs (default 10s). Only the
 	// first listing runs inside a cycle; later ones run in the background.
@@ -83,9 +93,39 @@ type Config struct {
 	// RestartBackoffMax caps the backoff (default 30s).
 	RestartBackoffMax time.Duration
 
-	Hooks runtime.Hooks
-	Rand  *rand.Rand
-	Logf  func(format string, args ...any)
+	Rand *rand.Rand
+	Logf func(format string, args ...any)
+	// Warnf receives what an operator must see without verbose logging: a
+	// partition's first job failure, at most one summary of further
+	// failures per FailureLogPeriod, a partition running healthy again,
+	// and sources whose partitions cannot be listed (nil: discard).
+	Warnf func(format string, args ...any)
+	// FailureLogPeriod bounds how often Warnf gets a summary of repeated
+	// failures (default 10s).
+	FailureLogPeriod time.Duration
+}
+
+// Worker is where the controller runs jobs (worker.Worker in the embedded
+// engine; a simulation's worker in deterministic tests). Each life of a
+// worker has its own incarnation: jobs started in an earlier incarnation
+// are never trusted again.
+type Worker interface {
+	ID() string
+	Incarnation() int
+	// AliveAt reports whether the worker heartbeated within timeout before now.
+	AliveAt(now time.Time, timeout time.Duration) bool
+	// Load is the number of jobs running on the worker.
+	Load() int
+	// Start runs the job spec describes; its lease exists already.
+	Start(spec plan.JobSpec) (Handle, error)
+}
+
+// Handle is a started job, as the controller sees it.
+type Handle interface {
+	// Stop asks the job to stop; it does not wait.
+	Stop()
+	// Done reports whether the job has exited, and its error.
+	Done() (bool, error)
 }
 
 func (c *Config) defaults() {
@@ -119,12 +159,18 @@ func (c *Config) defaults() {
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
+	if c.Warnf == nil {
+		c.Warnf = func(string, ...any) {}
+	}
+	if c.FailureLogPeriod <= 0 {
+		c.FailureLogPeriod = 10 * time.Second
+	}
 }
 
 // partition is one entry of the layout.
 type partition struct {
-	comp *runtime.CompPlan
-	spec runtime.PartitionSpec
+	comp *plan.CompPlan
+	spec plan.PartitionSpec
 	job  *jobEntry
 	// restarts counts replacements, for status and tests.
 	restarts  int
@@ -144,20 +190,20 @@ type partition struct {
 
 // jobEntry is a job in the layout.
 type jobEntry struct {
-	id     runtime.JobID
+	id     plan.JobID
 	lease  store.LeaseID
-	worker *Worker
+	worker Worker
 	// incarnation of the worker when the job started; a job outlives its
 	// worker's incarnation only as a zombie.
 	incarnation int
-	handle      *JobHandle
+	handle      Handle
 	pingedAt    time.Time
 	startedAt   time.Time
 }
 
 // exitingJob is a removed job whose goroutine may still run.
 type exitingJob struct {
-	handle    *JobHandle
+	handle    Handle
 	removedAt time.Time
 }
 
@@ -173,12 +219,18 @@ type Controller struct {
 	order          []transport.PartitionID
 	laidOut        bool
 	seq            int
-	complete       map[string]bool // computation → completed
+	complete       map[string]bool        // computation → completed
+	sources        map[string]*sourceList // source computation → its listing
 	exiting        []exitingJob
 	drain          drainCheck
 	marks          marks
 	listing        lister
+	flog           failureLog
 	stats          Stats
+	// previousRunCompleted: Load found the state of a completed run.
+	previousRunCompleted bool
+	// halting: Halt was called; Run returns once the pipeline is paused.
+	halting bool
 }
 
 // Stats counts controller events.
@@ -210,34 +262,49 @@ func New(cfg Config) (*Controller, error) {
 		cfg: cfg, state: Working, target: Working,
 		partitions: map[transport.PartitionID]*partition{},
 		complete:   map[string]bool{},
+		sources:    map[string]*sourceList{},
 		marks:      newMarks(),
+		flog:       newFailureLog(cfg.FailureLogPeriod, cfg.Warnf),
 	}
 	c.listing.init()
 	return c, nil
 }
 
-// Load restores the persisted pipeline state (a completed pipeline stays
-// completed; a stopped or paused one stays so until a new target), the
-// published watermarks and the dedup floors.
+// Load restores the persisted pipeline state (a stopped or paused one stays
+// so until a new target), the published watermarks and the dedup floors.
+//
+// A pipeline whose earlier run completed is loaded as stopped: completed is
+// final for that run (this controller never leaves Completed once it
+// reached it), and a completed run is drained — nothing in flight, no
+// timer left. A new target starts a new run from the committed source
+// positions, dedup floors and published watermarks, so that input that
+// arrived since is processed exactly once and nothing is processed twice
+// (a completed computation's watermark is a store timestamp, below
+// anything the new run emits). PreviousRunCompleted reports it.
 func (c *Controller) Load(ctx context.Context) error {
 	s, ok, err := LoadState(ctx, c.cfg.Store)
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.marks.load(ctx, c.cfg.Store, c.cfg.Plan); err != nil {
+	m := newMarks()
+	if err := m.load(ctx, c.cfg.Store, c.cfg.Plan); err != nil {
 		return err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.marks = m
 	if ok {
+		persisted := true
 		switch s {
 		case Pausing:
 			s = Paused // no job of an earlier process runs any more
 		case Draining:
 			c.target = Stopped
+		case Completed:
+			s, persisted, c.previousRunCompleted = Stopped, false, true
 		}
-		c.state, c.statePersisted = s, true
-		if s == Completed || s == Stopped || s == Paused {
+		c.state, c.statePersisted = s, persisted
+		if s == Stopped || s == Paused {
 			c.target = s
 		}
 	}
@@ -254,6 +321,14 @@ func LoadState(ctx context.Context, st store.Store) (State, bool, error) {
 		return "", false, fmt.Errorf("controller: read pipeline state: %w", err)
 	}
 	return State(v), ok, nil
+}
+
+// PreviousRunCompleted reports whether Load found a pipeline whose earlier
+// run completed (and loaded it as stopped: see Load).
+func (c *Controller) PreviousRunCompleted() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.previousRunCompleted
 }
 
 // State returns the pipeline state.
@@ -273,12 +348,13 @@ func (c *Controller) Stats() Stats {
 }
 
 // SetTarget asks for a pipeline state: Working (start), Stopped (drain then
-// stop), Paused (stop now). A completed pipeline cannot leave Completed.
+// stop), Paused (stop now). A completed run cannot leave Completed (a new
+// controller loading the pipeline starts a new run: see Load).
 func (c *Controller) SetTarget(t State) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state == Completed {
-		return errors.New("controller: the pipeline is completed; recreate it to run again")
+		return errors.New("controller: this run of the pipeline is completed (final); run it again ('weir run' with the same --data) to process input that arrived since")
 	}
 	switch t {
 	case Working, Stopped, Paused:
@@ -289,89 +365,25 @@ func (c *Controller) SetTarget(t State) error {
 	return nil
 }
 
-// Cycle runs one scheduling cycle, in Flow's order: check leases; remove
-// failed and lost jobs; decide completion; advance the state machine;
-// publish watermarks and controls and garbage-collect dedup rows; while
-// working or draining, start the jobs that are due (lease first), else stop
-// them; ping leases.
-func (c *Controller) Cycle(ctx context.Context) error {
-	err := c.firstLayout(ctx)
+// Halt stops the pipeline hard, as 'weir run' does when a drain does not
+// finish within its drain timeout: like a pause, every job is removed at
+// once and its lease aborted (no commit of it can succeed any more);
+// in-flight data stays in the store, and the next run resumes it exactly
+// once. Run returns once the pipeline is paused. A completed run is left
+// as it is.
+func (c *Controller) Halt() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.stats.Cycles++
-	if err == nil {
-		err = c.cycle(ctx)
+	if c.state != Completed {
+		c.target, c.halting = Paused, true
 	}
-	if err != nil {
-		c.stats.LastCycleError = err.Error()
-	}
-	return err
 }
 
-func (c *Controller) cycle(ctx context.Context) error {
-	st := c.cfg.Store
-	now := st.Now()
-	c.relist(now)
-	// Check leases: an expired or aborted lease removes its job.
-	for _, id := range c.order {
-		p := c.partitions[id]
-		if p.job == nil {
-			continue
-		}
-		ls, err := st.LeaseState(ctx, p.job.lease)
-		if err != nil {
-			return fmt.Errorf("controller: lease state of %s: %w", id, err)
-		}
-		if ls != store.LeaseActive {
-			c.stats.LeasesExpired++
-			c.removeJob(ctx, p, fmt.Errorf("job %s is lost since its lease is %s", p.job.id, ls), now)
-		}
-	}
-	c.removeFailedJobs(ctx, now)
-	if err := c.updateCompletion(ctx); err != nil {
-		return err
-	}
-	c.advanceState(ctx, now)
-	c.publishControls(ctx, now)
-
-	switch c.state {
-	case Working, Draining:
-		for _, id := range c.order {
-			p := c.partitions[id]
-			if p.job == nil && !c.complete[p.comp.Name] && !now.Before(p.restartAt) {
-				if err := c.startJob(ctx, p); err != nil {
-					return err
-				}
-			}
-		}
-	default:
-		c.stopAllJobs(ctx, now)
-	}
-	// Ping live leases.
-	for _, id := range c.order {
-		p := c.partitions[id]
-		if p.job == nil || now.Sub(p.job.pingedAt) < c.cfg.LeasePingPeriod {
-			continue
-		}
-		if err := st.PingLease(ctx, p.job.lease); err != nil {
-			if store.Classify(err) == store.ClassLeaseLost {
-				c.removeJob(ctx, p, err, now)
-				continue
-			}
-			// A failed ping is retried next cycle; if pings keep failing the
-			// lease expires and the job is replaced.
-			c.cfg.Logf("controller: ping lease of %s: %v", id, err)
-			continue
-		}
-		p.job.pingedAt = now
-	}
-	return nil
-}
-
-// Run cycles until ctx ends or the pipeline reaches Completed or Stopped; it
-// then stops every job. A paused pipeline keeps cycling, waiting for a new
-// target. When Run returns, no source listing is in flight (unless a
-// source ignored the cancellation for more than 5 seconds).
+// Run cycles until ctx ends or the pipeline reaches Completed or Stopped,
+// or Paused after Halt; it then stops every job. A paused pipeline keeps
+// cycling otherwise, waiting for a new target. When Run returns, no source
+// listing is in flight (unless a source ignored the cancellation for more
+// than 5 seconds).
 func (c *Controller) Run(ctx context.Context) (State, error) {
 	defer c.listing.stop(5 * time.Second)
 	defer c.flushMarks(context.WithoutCancel(ctx))
@@ -386,18 +398,16 @@ func (c *Controller) Run(ctx context.Context) (State, error) {
 				// Nothing can progress on this store handle: stop every job
 				// and report it, so that the process can exit and a restart
 				// reopens the store (which recovers a consistent state).
-				c.mu.Lock()
-				c.stopAllJobs(ctx, c.cfg.Store.Now())
-				c.mu.Unlock()
+				c.stopAll(ctx)
 				return c.State(), fmt.Errorf("controller: the store can no longer be used; restart to recover: %w", err)
 			}
 			c.cfg.Logf("controller: cycle: %v", err)
 		}
-		switch s := c.State(); s {
-		case Completed, Stopped:
-			c.mu.Lock()
-			c.stopAllJobs(ctx, c.cfg.Store.Now())
-			c.mu.Unlock()
+		c.mu.Lock()
+		s, halted := c.state, c.state == Paused && c.halting
+		c.mu.Unlock()
+		if s == Completed || s == Stopped || halted {
+			c.stopAll(ctx)
 			return s, nil
 		}
 		select {

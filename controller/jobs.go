@@ -1,17 +1,11 @@
 package controller
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/weir-stream/weir/internal/invariants"
-	"github.com/weir-stream/weir/runtime"
-	"github.com/weir-stream/weir/store"
 )
 
 // removeFailedJobs removes the jobs that failed (exited, stopped on a sink
@@ -19,7 +13,7 @@ import (
 // with backoff — and the jobs of lost workers, which restart at once. A
 // job that has run RestartBackoffMax without failing resets its
 // partition's failure count. REQUIRES: c.mu held.
-func (c *Controller) removeFailedJobs(ctx context.Context, now time.Time) {
+func (c *Controller) removeFailedJobs(eff *effects, now time.Time) {
 	for _, id := range c.order {
 		p := c.partitions[id]
 		if p.job == nil {
@@ -30,12 +24,12 @@ func (c *Controller) removeFailedJobs(ctx context.Context, now time.Time) {
 			if err == nil {
 				err = errors.New("job exited")
 			}
-			c.fail(ctx, p, err, now)
+			c.fail(eff, p, err, now)
 			continue
 		}
-		if !p.job.worker.aliveAt(now, c.cfg.LostWorkerTimeout) || p.job.worker.Incarnation() != p.job.incarnation {
+		if !p.job.worker.AliveAt(now, c.cfg.LostWorkerTimeout) || p.job.worker.Incarnation() != p.job.incarnation {
 			c.stats.JobsLost++
-			c.removeJob(ctx, p, fmt.Errorf("worker %s is lost", p.job.worker.id), now)
+			c.removeJob(eff, p, fmt.Errorf("worker %s is lost", p.job.worker.ID()), now)
 			continue
 		}
 		st, reported := c.cfg.Board.Status(id) // posted by this job: the board drops others
@@ -44,7 +38,7 @@ func (c *Controller) removeFailedJobs(ctx context.Context, now time.Time) {
 			// through it; a new job reloads the outbox and tries again.
 			c.stats.JobsFailed++
 			p.sinkFailures = st.SinkFailures
-			c.fail(ctx, p, sinkFailure(st.SinkFailures), now)
+			c.fail(eff, p, sinkFailure(st.SinkFailures), now)
 			continue
 		}
 		// A job that posts no status for the lost-job timeout is stuck.
@@ -54,11 +48,11 @@ func (c *Controller) removeFailedJobs(ctx context.Context, now time.Time) {
 		}
 		if now.Sub(seen) >= c.cfg.LostWorkerTimeout {
 			c.stats.JobsLost++
-			c.fail(ctx, p, fmt.Errorf("job %s posted no status for %v", p.job.id, now.Sub(seen)), now)
+			c.fail(eff, p, fmt.Errorf("job %s posted no status for %v", p.job.id, now.Sub(seen)), now)
 			continue
 		}
 		if p.failures > 0 && reported && now.Sub(p.job.startedAt) >= c.cfg.RestartBackoffMax {
-			c.cfg.Logf("controller: %s runs healthy again after %d failures", id, p.failures)
+			c.logRecovery(p)
 			p.failures, p.sinkFailures = 0, nil
 		}
 	}
@@ -82,16 +76,15 @@ func sinkFailure(f map[string]string) error {
 
 // fail removes p's failed job and delays the next start by the backoff of
 // the partition's consecutive failures. REQUIRES: c.mu held.
-func (c *Controller) fail(ctx context.Context, p *partition, err error, now time.Time) {
-	if !c.removeJob(ctx, p, err, now) {
-		return
-	}
+func (c *Controller) fail(eff *effects, p *partition, err error, now time.Time) {
+	c.removeJob(eff, p, err, now)
 	p.failures++
 	d := c.backoff(p.failures)
 	p.restartAt = now.Add(d)
 	if d > 0 {
 		c.cfg.Logf("controller: %s failed %d time(s) in a row; next job in %v", p.spec.ID, p.failures, d)
 	}
+	c.logFailure(p, now)
 }
 
 // backoff is the delay after the n-th consecutive failure (n ≥ 1):
@@ -107,13 +100,14 @@ func (c *Controller) backoff(n int) time.Duration {
 	return min(d, c.cfg.RestartBackoffMax)
 }
 
-// removeJob stops tracking p's job and aborts its lease. When AbortLease
-// returns, no commit of the job can succeed any more, so a replacement may
-// start; the board forgets the job's status and drops its later posts. The
-// job's goroutine is told to stop but need not have stopped: it is tracked
-// until it exits (pausing → paused waits for that). It reports whether the
-// job was removed. REQUIRES: c.mu held.
-func (c *Controller) removeJob(ctx context.Context, p *partition, reason error, now time.Time) bool {
+// removeJob stops tracking p's job: it tells the job to stop, makes the
+// board forget its status and drop its later posts, and adds the abort of
+// its lease to eff. When that AbortLease returns (in apply, before any new
+// lease is created), no commit of the job can succeed any more, so a
+// replacement may start. The job's goroutine need not have stopped: it is
+// tracked until it exits (pausing → paused waits for that). REQUIRES: c.mu
+// held.
+func (c *Controller) removeJob(eff *effects, p *partition, reason error, now time.Time) {
 	j := p.job
 	p.job = nil
 	if reason != nil {
@@ -121,24 +115,17 @@ func (c *Controller) removeJob(ctx context.Context, p *partition, reason error, 
 		c.cfg.Logf("controller: removing job %s of %s: %v", j.id, p.spec.ID, reason)
 	}
 	j.handle.Stop()
-	if err := c.cfg.Store.AbortLease(ctx, j.lease); err != nil {
-		// Abort is idempotent; an error here (a closed store) means the lease
-		// may still be alive, so the partition must not be restarted.
-		c.cfg.Logf("controller: abort lease %s: %v", j.lease, err)
-		p.job = j
-		return false
-	}
-	c.stats.LeasesAborted++
 	c.cfg.Board.Release(p.spec.ID)
 	c.exiting = append(c.exiting, exitingJob{handle: j.handle, removedAt: now})
-	return true
+	eff.aborts = append(eff.aborts, removal{p: p, job: j})
 }
 
-// stopAllJobs removes every job and aborts its lease. REQUIRES: c.mu held.
-func (c *Controller) stopAllJobs(ctx context.Context, now time.Time) {
+// stopAllJobs removes every job (their leases are aborted in apply).
+// REQUIRES: c.mu held.
+func (c *Controller) stopAllJobs(eff *effects, now time.Time) {
 	for _, id := range c.order {
 		if p := c.partitions[id]; p.job != nil {
-			c.removeJob(ctx, p, nil, now)
+			c.removeJob(eff, p, nil, now)
 		}
 	}
 }
@@ -169,53 +156,18 @@ func (c *Controller) allExited(now time.Time) bool {
 	return len(c.exiting) == 0
 }
 
-// startJob creates a lease and then the job, on the least loaded live
-// worker. REQUIRES: c.mu held.
-func (c *Controller) startJob(ctx context.Context, p *partition) error {
-	now := c.cfg.Store.Now()
-	var w *Worker
+// chooseWorker returns the live worker with the fewest jobs, counting
+// busy[w] jobs this cycle already chose for it (nil if none is live).
+// REQUIRES: c.mu held.
+func (c *Controller) chooseWorker(now time.Time, busy map[Worker]int) Worker {
+	var w Worker
 	for _, cand := range c.cfg.Workers {
-		if !cand.aliveAt(now, c.cfg.LostWorkerTimeout) {
+		if !cand.AliveAt(now, c.cfg.LostWorkerTimeout) {
 			continue
 		}
-		if w == nil || cand.load() < w.load() {
+		if w == nil || cand.Load()+busy[cand] < w.Load()+busy[w] {
 			w = cand
 		}
 	}
-	if w == nil {
-		return nil // no live worker: retry next cycle
-	}
-	if invariants.Enabled && p.lastLease != 0 {
-		// At most one live lease per partition: the previous job's lease
-		// ended (aborted, or found expired) before a new one is created.
-		ls, err := c.cfg.Store.LeaseState(ctx, p.lastLease)
-		invariants.Check(err != nil || ls != store.LeaseActive, "partition %s gets a new lease while %s is active", p.spec.ID, p.lastLease)
-	}
-	lease, err := c.cfg.Store.CreateLease(ctx, c.cfg.LeaseTimeout)
-	if err != nil {
-		return fmt.Errorf("controller: create lease for %s: %w", p.spec.ID, err)
-	}
-	p.lastLease = lease
-	c.seq++
-	id := runtime.JobID(fmt.Sprintf("%s#%d", p.spec.ID, c.seq))
-	cfg := runtime.Config{
-		Plan: c.cfg.Plan, Comp: p.comp, Partition: p.spec, JobID: id, Lease: lease,
-		Store: c.cfg.Store, Hub: c.cfg.Hub, Board: c.cfg.Board, Hooks: c.cfg.Hooks,
-		Rand: rand.New(rand.NewPCG(c.cfg.Rand.Uint64(), uint64(lease))), Logf: c.cfg.Logf,
-	}
-	// The board accepts the job's first post (from Init) only once it owns
-	// the partition.
-	c.cfg.Board.Assign(p.spec.ID, id)
-	h, err := w.start(cfg)
-	if err != nil {
-		c.cfg.Board.Release(p.spec.ID)
-		_ = c.cfg.Store.AbortLease(ctx, lease)
-		return fmt.Errorf("controller: start job for %s: %w", p.spec.ID, err)
-	}
-	if p.lastErr != nil {
-		p.restarts++
-	}
-	p.job = &jobEntry{id: id, lease: lease, worker: w, incarnation: w.Incarnation(), handle: h, pingedAt: now, startedAt: now}
-	c.stats.JobsStarted++
-	return nil
+	return w
 }

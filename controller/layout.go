@@ -2,11 +2,10 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/plan"
 )
 
 // The layout: key-hash ranges for keyed computations, one partition per
@@ -20,6 +19,16 @@ import (
 // when one is due and none is in flight, and a later cycle adds a partition
 // (and a job) for every source partition the finished listing found (a
 // Kafka topic's partition count grew).
+//
+// A source that cannot be listed (a broker that cannot be reached, a
+// missing topic) is an error, never an empty source: the computation has
+// no partition until a listing succeeds, so it and everything downstream
+// cannot complete, and a drain cannot finish (its source partitions may
+// hold undelivered outputs). The listing is retried in the background with
+// the restart backoff (RestartBackoff doubling up to RestartBackoffMax);
+// the first failure and the recovery go to Warnf, repeated failures to its
+// rate-limited summary, and Sources reports them for status. The other
+// computations are laid out and run meanwhile.
 
 // listing is the result of listing every source once.
 type listing struct {
@@ -47,8 +56,22 @@ func (c *Controller) listSources(ctx context.Context) listing {
 	return l
 }
 
+// sourceList is the listing state of one source computation.
+type sourceList struct {
+	// listed: a listing succeeded; the computation's partitions are laid out.
+	listed bool
+	// failures counts consecutive failed listings; lastErr is the last one's
+	// error, at lastErrAt.
+	failures  int
+	lastErr   error
+	lastErrAt time.Time
+	// retryAt: while not listed, the next listing starts at or after it.
+	retryAt time.Time
+}
+
 // firstLayout lays out every partition on the first cycle, listing the
-// sources without holding the mutex.
+// sources without holding the mutex. A source that cannot be listed gets
+// its partitions from a later, background listing (see above).
 func (c *Controller) firstLayout(ctx context.Context) error {
 	c.mu.Lock()
 	done := c.laidOut
@@ -57,15 +80,13 @@ func (c *Controller) firstLayout(ctx context.Context) error {
 		return nil
 	}
 	l := c.listSources(ctx)
+	if err := ctx.Err(); err != nil {
+		return err // the listing was cut short: not a failure of the source
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.laidOut {
 		return nil // a concurrent Cycle did it
-	}
-	for _, name := range c.cfg.Plan.Order() {
-		if err := l.errs[name]; err != nil {
-			return fmt.Errorf("controller: list partitions of %s's source: %w", name, err)
-		}
 	}
 	for _, name := range c.cfg.Plan.Order() {
 		comp := c.cfg.Plan.Computations[name]
@@ -73,50 +94,80 @@ func (c *Controller) firstLayout(ctx context.Context) error {
 			continue
 		}
 		for i := 0; i < comp.Partitions; i++ {
-			lo, hi, toEnd := runtime.PartitionRange(i, comp.Partitions)
-			c.addPartition(comp, runtime.PartitionSpec{ID: runtime.KeyedPartitionID(name, i), Index: i, Lo: lo, Hi: hi, ToEnd: toEnd})
+			lo, hi, toEnd := plan.PartitionRange(i, comp.Partitions)
+			c.addPartition(comp, plan.PartitionSpec{ID: plan.KeyedPartitionID(name, i), Index: i, Lo: lo, Hi: hi, ToEnd: toEnd})
 		}
 	}
-	c.applyListing(l, true)
+	now := c.cfg.Store.Now()
+	c.applyListing(l, true, now)
 	c.laidOut = true
-	c.listing.startedAt = c.cfg.Store.Now()
+	c.listing.startedAt = now
 	return nil
 }
 
 // relist consumes a finished background listing and starts the next one
-// when due. REQUIRES: c.mu held.
+// when due: every SourceRelistPeriod, and sooner while a source that was
+// never listed waits for its retry. REQUIRES: c.mu held.
 func (c *Controller) relist(now time.Time) {
 	if l, ok := c.listing.take(); ok {
-		c.applyListing(l, false)
+		c.applyListing(l, false, now)
 	}
-	if now.Sub(c.listing.startedAt) >= c.cfg.SourceRelistPeriod && c.listing.start(c.listSources) {
+	due := now.Sub(c.listing.startedAt) >= c.cfg.SourceRelistPeriod
+	for _, sl := range c.sources {
+		due = due || !sl.listed && !now.Before(sl.retryAt)
+	}
+	if due && c.listing.start(c.listSources) {
 		c.listing.startedAt = now
 	}
 }
 
+// sourcesListed reports whether every source computation has been listed.
+// REQUIRES: c.mu held.
+func (c *Controller) sourcesListed() bool {
+	for _, sl := range c.sources {
+		if !sl.listed {
+			return false
+		}
+	}
+	return c.laidOut
+}
+
 // applyListing adds a partition for every listed source partition not yet
-// in the layout. REQUIRES: c.mu held.
-func (c *Controller) applyListing(l listing, first bool) {
+// in the layout, and records failed listings. REQUIRES: c.mu held.
+func (c *Controller) applyListing(l listing, first bool, now time.Time) {
 	for _, name := range c.cfg.Plan.Order() {
-		if err := l.errs[name]; err != nil {
-			c.cfg.Logf("controller: re-list partitions of %s's source: %v", name, err)
+		comp := c.cfg.Plan.Computations[name]
+		if !comp.IsSource() {
 			continue
 		}
-		comp := c.cfg.Plan.Computations[name]
+		sl := c.sources[name]
+		if sl == nil {
+			sl = &sourceList{}
+			c.sources[name] = sl
+		}
+		if err := l.errs[name]; err != nil {
+			c.sourceListingFailed(name, sl, err, now)
+			continue
+		}
+		if sl.failures > 0 {
+			c.cfg.Warnf("the partitions of %s's source are listed again, after %d failed listing(s)", name, sl.failures)
+			delete(c.flog.pendingSources, name)
+		}
+		sl.listed, sl.failures, sl.lastErr = true, 0, nil
 		for _, k := range l.keys[name] {
-			id := runtime.SourcePartitionID(name, k)
+			id := plan.SourcePartitionID(name, k)
 			if _, ok := c.partitions[id]; ok {
 				continue
 			}
 			if !first {
 				c.cfg.Logf("controller: source partition %s appeared; starting a job for it", id)
 			}
-			c.addPartition(comp, runtime.PartitionSpec{ID: id, SourceKey: k})
+			c.addPartition(comp, plan.PartitionSpec{ID: id, SourceKey: k})
 		}
 	}
 }
 
-func (c *Controller) addPartition(comp *runtime.CompPlan, spec runtime.PartitionSpec) {
+func (c *Controller) addPartition(comp *plan.CompPlan, spec plan.PartitionSpec) {
 	c.partitions[spec.ID] = &partition{comp: comp, spec: spec}
 	c.order = append(c.order, spec.ID)
 }

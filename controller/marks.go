@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/board"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/tables"
 )
 
 // Watermarks. A stream's SystemWatermark says "every message on the stream
@@ -86,10 +88,10 @@ func (m *marks) encode() []byte {
 }
 
 // load reads the dedup floors and the persisted watermarks.
-func (m *marks) load(ctx context.Context, st store.Store, plan *runtime.Plan) error {
-	for _, name := range plan.Order() {
-		for _, s := range plan.Computations[name].Inputs {
-			w, err := runtime.DedupFloor(ctx, st, name, s)
+func (m *marks) load(ctx context.Context, st store.Store, pl *plan.Plan) error {
+	for _, name := range pl.Order() {
+		for _, s := range pl.Computations[name].Inputs {
+			w, err := tables.DedupFloor(ctx, st, name, s)
 			if err != nil {
 				return fmt.Errorf("controller: %w", err)
 			}
@@ -119,23 +121,31 @@ func (m *marks) load(ctx context.Context, st store.Store, plan *runtime.Plan) er
 	return nil
 }
 
-// persist writes the marks if they changed, at most once per
-// marksPersistPeriod unless force.
-func (m *marks) persist(ctx context.Context, st store.Store, now time.Time, force bool, logf func(string, ...any)) {
+// due returns the marks' encoding if they changed since they were last
+// persisted and, unless force, marksPersistPeriod has passed (nil if not).
+func (m *marks) due(now time.Time, force bool) []byte {
 	if !force && now.Sub(m.savedAt) < marksPersistPeriod {
-		return
+		return nil
 	}
 	b := m.encode()
 	if bytes.Equal(b, m.saved) {
-		return
+		return nil
 	}
+	return b
+}
+
+// persistMarks writes an encoding of the marks (from marks.due) and
+// records it as saved.
+func (c *Controller) persistMarks(ctx context.Context, b []byte, now time.Time) {
 	txn := store.NewTxn()
 	txn.Put(store.FlowState, []byte(marksKey), b)
-	if err := st.Commit(ctx, txn); err != nil {
-		logf("controller: persist published watermarks: %v", err)
+	if err := c.cfg.Store.Commit(ctx, txn); err != nil {
+		c.cfg.Logf("controller: persist published watermarks: %v", err)
 		return
 	}
-	m.saved, m.savedAt = b, now
+	c.mu.Lock()
+	c.marks.saved, c.marks.savedAt = b, now
+	c.mu.Unlock()
 }
 
 // ForgetWatermarks adds to txn the deletion of the persisted published
@@ -148,26 +158,26 @@ func ForgetWatermarks(txn *store.Txn) { txn.Delete(store.FlowState, []byte(marks
 
 // flushMarks persists the marks now if they changed.
 func (c *Controller) flushMarks(ctx context.Context) {
+	now := c.cfg.Store.Now()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.marks.persist(ctx, c.cfg.Store, c.cfg.Store.Now(), true, c.cfg.Logf)
+	b := c.marks.due(now, true)
+	c.mu.Unlock()
+	if b != nil {
+		c.persistMarks(ctx, b, now)
+	}
 }
 
 // updateCompletion marks computations complete, upstream first (iterating
-// to a fixed point), and records their completion watermarks. REQUIRES:
-// c.mu held.
-func (c *Controller) updateCompletion(ctx context.Context) error {
-	plan := c.cfg.Plan
+// to a fixed point), and records their completion watermarks: ts, a store
+// timestamp taken for this cycle. REQUIRES: c.mu held.
+func (c *Controller) updateCompletion(ts store.Timestamp) {
+	pl := c.cfg.Plan
 	for changed := true; changed; {
 		changed = false
-		for _, name := range plan.Order() {
-			comp := plan.Computations[name]
+		for _, name := range pl.Order() {
+			comp := pl.Computations[name]
 			if c.complete[name] || !c.computationComplete(comp) {
 				continue
-			}
-			ts, err := c.cfg.Store.Timestamp(ctx)
-			if err != nil {
-				return fmt.Errorf("controller: completion timestamp of %s: %w", name, err)
 			}
 			for _, s := range comp.Outputs {
 				mark := ts
@@ -183,14 +193,18 @@ func (c *Controller) updateCompletion(ctx context.Context) error {
 			c.cfg.Logf("controller: computation %s completed", name)
 		}
 	}
-	return nil
 }
 
-// computationComplete: every upstream computation is complete and every
-// partition's current job reports Drained (for keyed computations, with
+// computationComplete: a source computation's source has been listed,
+// every upstream computation is complete and every partition's current job
+// reports Drained (for keyed computations, with
 // the upstream completion already seen). REQUIRES: c.mu held.
-func (c *Controller) computationComplete(comp *runtime.CompPlan) bool {
-	if !comp.IsSource() {
+func (c *Controller) computationComplete(comp *plan.CompPlan) bool {
+	if comp.IsSource() {
+		if sl := c.sources[comp.Name]; sl == nil || !sl.listed {
+			return false // its partitions are not known: never complete
+		}
+	} else {
 		for _, u := range c.cfg.Plan.Upstream(comp) {
 			if !c.complete[u.Name] {
 				return false
@@ -211,13 +225,13 @@ func (c *Controller) computationComplete(comp *runtime.CompPlan) bool {
 
 // currentStatus returns the latest status of p's current job (none while p
 // has no job or its job has not reported). REQUIRES: c.mu held.
-func (c *Controller) currentStatus(p *partition) (runtime.Status, bool) {
+func (c *Controller) currentStatus(p *partition) (board.Status, bool) {
 	if p.job == nil {
-		return runtime.Status{}, false
+		return board.Status{}, false
 	}
 	st, ok := c.cfg.Board.Status(p.spec.ID)
 	if !ok || st.Job != p.job.id {
-		return runtime.Status{}, false
+		return board.Status{}, false
 	}
 	return st, true
 }
@@ -225,7 +239,7 @@ func (c *Controller) currentStatus(p *partition) (runtime.Status, bool) {
 // compStatuses returns the latest status of the current job of every
 // partition of comp, in layout order; ok is false while some partition has
 // none (no job, or a job that has not reported yet). REQUIRES: c.mu held.
-func (c *Controller) compStatuses(comp *runtime.CompPlan) (sts []runtime.Status, ok bool) {
+func (c *Controller) compStatuses(comp *plan.CompPlan) (sts []board.Status, ok bool) {
 	for _, id := range c.order {
 		p := c.partitions[id]
 		if p.comp != comp {
@@ -245,7 +259,7 @@ func (c *Controller) compStatuses(comp *runtime.CompPlan) (sts []runtime.Status,
 // watermark over partitions that are not idle (the maximum over idle ones
 // if all are). known is false while some partition has no report.
 // REQUIRES: c.mu held.
-func (c *Controller) writerMarks(comp *runtime.CompPlan, s string) (wm store.Timestamp, ev time.Time, known bool) {
+func (c *Controller) writerMarks(comp *plan.CompPlan, s string) (wm store.Timestamp, ev time.Time, known bool) {
 	sts, ok := c.compStatuses(comp)
 	if !ok || len(sts) == 0 {
 		return 0, time.Time{}, false
@@ -275,13 +289,14 @@ func (c *Controller) writerMarks(comp *runtime.CompPlan, s string) (wm store.Tim
 
 // publishControls computes stream watermarks, publishes each computation's
 // control, garbage-collects dedup rows below the watermarks every reader
-// applied, and persists the published marks. REQUIRES: c.mu held.
-func (c *Controller) publishControls(ctx context.Context, now time.Time) {
-	plan := c.cfg.Plan
+// applied (eff.gc), and persists the published marks when due (eff.marks).
+// REQUIRES: c.mu held.
+func (c *Controller) publishControls(eff *effects, now time.Time) {
+	pl := c.cfg.Plan
 	sysWM := map[string]store.Timestamp{}
 	eventWM := map[string]time.Time{}
-	for _, name := range plan.Order() {
-		comp := plan.Computations[name]
+	for _, name := range pl.Order() {
+		comp := pl.Computations[name]
 		for _, s := range comp.Outputs {
 			if c.complete[name] {
 				sysWM[s] = max(c.marks.done[s], c.marks.system[s])
@@ -299,11 +314,11 @@ func (c *Controller) publishControls(ctx context.Context, now time.Time) {
 			sysWM[s], eventWM[s] = c.marks.system[s], c.marks.event[s]
 		}
 	}
-	for _, name := range plan.Order() {
-		comp := plan.Computations[name]
-		ctl := runtime.Control{InputSystemWM: map[string]store.Timestamp{}, Draining: c.state == Draining}
+	for _, name := range pl.Order() {
+		comp := pl.Computations[name]
+		ctl := board.Control{InputSystemWM: map[string]store.Timestamp{}, Draining: c.state == Draining}
 		up := true
-		for _, u := range plan.Upstream(comp) {
+		for _, u := range pl.Upstream(comp) {
 			up = up && c.complete[u.Name]
 		}
 		ctl.UpstreamDone = up && !comp.IsSource()
@@ -323,22 +338,18 @@ func (c *Controller) publishControls(ctx context.Context, now time.Time) {
 			key := name + "\x00" + s
 			wm := c.appliedWatermark(comp, s)
 			if wm > c.marks.gc[key] && wm != 0 {
-				if err := runtime.GCDedup(ctx, c.cfg.Store, name, s, wm); err != nil {
-					c.cfg.Logf("controller: dedup GC of %s/%s: %v", name, s, err)
-					continue
-				}
-				c.marks.gc[key] = wm
+				eff.gc = append(eff.gc, dedupGC{comp: name, stream: s, wm: wm})
 			}
 		}
 	}
-	c.marks.persist(ctx, c.cfg.Store, now, false, c.cfg.Logf)
+	eff.marks = c.marks.due(now, false)
 }
 
 // appliedWatermark is the lowest input SystemWatermark of stream s that
 // every partition of comp reports to use (0 if any partition's current job
 // has not reported): dedup rows below it are safe to delete. REQUIRES: c.mu
 // held.
-func (c *Controller) appliedWatermark(comp *runtime.CompPlan, s string) store.Timestamp {
+func (c *Controller) appliedWatermark(comp *plan.CompPlan, s string) store.Timestamp {
 	sts, ok := c.compStatuses(comp)
 	if !ok || len(sts) == 0 {
 		return 0

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"time"
 
 	"github.com/weir-stream/weir/store"
@@ -28,8 +27,9 @@ import (
 //
 // A stop requested while pausing or paused runs the jobs again, draining:
 // paused pipelines hold undelivered outboxes and unprocessed inputs, and
-// "stopped" must mean drained. REQUIRES: c.mu held.
-func (c *Controller) advanceState(ctx context.Context, now time.Time) {
+// "stopped" must mean drained. A changed (or never persisted) state is
+// persisted in apply (eff.state). REQUIRES: c.mu held.
+func (c *Controller) advanceState(eff *effects, now time.Time) {
 	prev := c.state
 	switch {
 	case c.state == Completed:
@@ -61,11 +61,8 @@ func (c *Controller) advanceState(ctx context.Context, now time.Time) {
 		c.drain = drainCheck{}
 	}
 	if c.state != prev || !c.statePersisted {
-		if err := c.cfg.Store.Commit(ctx, putState(c.state)); err != nil {
-			c.cfg.Logf("controller: persist state %s: %v", c.state, err)
-			return
-		}
-		c.statePersisted = true
+		s := c.state
+		eff.state = &s
 	}
 }
 
@@ -79,8 +76,13 @@ func putState(s State) *store.Txn {
 // whose own latest report, made while draining, says nothing of it is in
 // flight (no buffered or unacknowledged input, no undelivered output;
 // timers may remain). A partition without a job (removed, waiting for its
-// restart backoff) is not quiet: it must run to drain. REQUIRES: c.mu held.
+// restart backoff) is not quiet: it must run to drain, and neither is a
+// source computation whose source was never listed (its partitions are not
+// known). REQUIRES: c.mu held.
 func (c *Controller) quietNow() bool {
+	if !c.sourcesListed() {
+		return false
+	}
 	for _, id := range c.order {
 		p := c.partitions[id]
 		if c.complete[p.comp.Name] {

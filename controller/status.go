@@ -3,7 +3,7 @@ package controller
 import (
 	"time"
 
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/transport"
 )
@@ -11,7 +11,7 @@ import (
 // PartitionStatus describes one partition for status output.
 type PartitionStatus struct {
 	Partition transport.PartitionID
-	Job       runtime.JobID
+	Job       plan.JobID
 	Lease     store.LeaseID
 	Worker    string
 	Restarts  int
@@ -44,7 +44,7 @@ func (c *Controller) Partitions() []PartitionStatus {
 			ps.LastError, ps.LastErrorAt = p.lastErr.Error(), &at
 		}
 		if p.job != nil {
-			ps.Job, ps.Lease, ps.Worker = p.job.id, p.job.lease, p.job.worker.id
+			ps.Job, ps.Lease, ps.Worker = p.job.id, p.job.lease, p.job.worker.ID()
 		} else if now.Before(p.restartAt) {
 			at := p.restartAt
 			ps.RestartAt = &at
@@ -68,4 +68,43 @@ func (c *Controller) Lease(p transport.PartitionID) store.LeaseID {
 		return pt.job.lease
 	}
 	return 0
+}
+
+// SourceStatus describes the listing of one source computation's source.
+type SourceStatus struct {
+	Computation string
+	// Listed: a listing succeeded and the computation's partitions are
+	// laid out. Until then the computation cannot run or complete.
+	Listed bool
+	// ConsecutiveFailures counts failed listings since the last success.
+	ConsecutiveFailures int
+	LastError           string     `json:",omitempty"`
+	LastErrorAt         *time.Time `json:",omitempty"`
+	// RetryAt is when the next listing starts, while not listed.
+	RetryAt *time.Time `json:",omitempty"`
+}
+
+// Sources lists the source computations' listing states, in plan order
+// (none before the first cycle).
+func (c *Controller) Sources() []SourceStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []SourceStatus
+	for _, name := range c.cfg.Plan.Order() {
+		sl, ok := c.sources[name]
+		if !ok {
+			continue
+		}
+		s := SourceStatus{Computation: name, Listed: sl.listed, ConsecutiveFailures: sl.failures}
+		if sl.lastErr != nil {
+			at := sl.lastErrAt
+			s.LastError, s.LastErrorAt = sl.lastErr.Error(), &at
+		}
+		if !sl.listed {
+			at := sl.retryAt
+			s.RetryAt = &at
+		}
+		out = append(out, s)
+	}
+	return out
 }

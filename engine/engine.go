@@ -9,12 +9,15 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/controller"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/transport"
+	"github.com/weir-stream/weir/worker"
 )
 
 // Config configures an embedded engine.
@@ -24,8 +27,13 @@ type Config struct {
 	Classes    *weir.Registry
 	Connectors *connector.Registry
 	// Logf receives the engine's log lines (nil: discard).
-	Logf  func(format string, args ...any)
-	Hooks runtime.Hooks
+	Logf func(format string, args ...any)
+	// Warnf receives the lines an operator must see even without verbose
+	// logging (nil: discard): a partition's first job failure, rate-limited
+	// summaries of repeated ones, sources that cannot be listed, a new run
+	// of a pipeline whose earlier run completed.
+	Warnf func(format string, args ...any)
+	Hooks job.Hooks
 	// BufferBytes bounds each partition's transport buffer (0: default).
 	BufferBytes int
 }
@@ -33,11 +41,11 @@ type Config struct {
 // Engine is a pipeline running in this process.
 type Engine struct {
 	cfg     Config
-	plan    *runtime.Plan
+	plan    *plan.Plan
 	hub     *transport.Hub
-	board   *runtime.Board
+	board   *board.Board
 	ctl     *controller.Controller
-	workers []*controller.Worker
+	workers []*worker.Worker
 	started time.Time
 }
 
@@ -52,7 +60,10 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	plan, err := BuildPlan(ctx, cfg.Spec, cfg.Classes, cfg.Connectors, cfg.Store)
+	if cfg.Warnf == nil {
+		cfg.Warnf = func(string, ...any) {}
+	}
+	pl, err := BuildPlan(ctx, cfg.Spec, cfg.Classes, cfg.Connectors, cfg.Store)
 	if err != nil {
 		return nil, err
 	}
@@ -60,20 +71,21 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	d := cfg.Spec.Dynamic
-	e := &Engine{cfg: cfg, plan: plan, hub: transport.NewHub(cfg.BufferBytes), board: runtime.NewBoard(), started: time.Now()}
+	e := &Engine{cfg: cfg, plan: pl, hub: transport.NewHub(cfg.BufferBytes), board: board.NewBoard(), started: time.Now()}
 	n := d.WorkerCount
 	if n <= 0 {
 		n = 1
 	}
+	env := worker.Env{Plan: pl, Store: cfg.Store, Hub: e.hub, Board: e.board, Hooks: cfg.Hooks, Logf: cfg.Logf}
 	for i := 0; i < n; i++ {
-		e.workers = append(e.workers, controller.NewWorker(fmt.Sprintf("worker-%d", i), cfg.Store))
+		e.workers = append(e.workers, worker.New(fmt.Sprintf("worker-%d", i), cfg.Store, env))
 	}
 	e.ctl, err = controller.New(controller.Config{
-		Plan: plan, Store: cfg.Store, Hub: e.hub, Board: e.board, Workers: e.workers,
+		Plan: pl, Store: cfg.Store, Hub: e.hub, Board: e.board, Workers: worker.ForController(e.workers),
 		LeaseTimeout: d.LeaseTimeout.Std(), LeasePingPeriod: d.LeasePingPeriod.Std(),
 		LostWorkerTimeout: d.LostJobTimeout.Std(), SchedulerPeriod: d.SchedulerPeriod.Std(),
 		RestartBackoff: d.JobRestartBackoff.Std(), RestartBackoffMax: d.JobRestartBackoffMax.Std(),
-		Hooks: cfg.Hooks, Rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), Logf: cfg.Logf,
+		Rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), Logf: cfg.Logf, Warnf: cfg.Warnf,
 	})
 	if err != nil {
 		return nil, err
@@ -83,19 +95,21 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	// The spec's target state wins over the persisted one: running a spec
 	// whose target is working (the default) resumes a pipeline that an
-	// earlier run stopped or paused. A completed pipeline stays completed.
+	// earlier run stopped or paused, and starts a new run of one whose
+	// earlier run completed (controller.Load).
 	switch d.TargetState {
 	case spec.StateStopped:
 		err = e.ctl.SetTarget(controller.Stopped)
 	case spec.StatePaused:
 		err = e.ctl.SetTarget(controller.Paused)
 	default:
-		if s := e.ctl.State(); s != controller.Completed {
-			err = e.ctl.SetTarget(controller.Working)
-		}
+		err = e.ctl.SetTarget(controller.Working)
 	}
 	if err != nil {
 		return nil, err
+	}
+	if e.ctl.PreviousRunCompleted() {
+		cfg.Warnf("the pipeline's previous run completed; this is a new run: it processes what arrived since, from the committed source positions (dedup and watermarks carry over)")
 	}
 	return e, nil
 }
@@ -104,10 +118,10 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 func (e *Engine) Controller() *controller.Controller { return e.ctl }
 
 // Plan returns the runtime plan.
-func (e *Engine) Plan() *runtime.Plan { return e.plan }
+func (e *Engine) Plan() *plan.Plan { return e.plan }
 
 // Board returns the job status board.
-func (e *Engine) Board() *runtime.Board { return e.board }
+func (e *Engine) Board() *board.Board { return e.board }
 
 // Run runs the pipeline until it completes, is stopped (a drain requested
 // with the controller's SetTarget(Stopped)) or ctx ends. Workers heartbeat
@@ -142,7 +156,7 @@ func (e *Engine) Run(ctx context.Context) (controller.State, error) {
 // Status is a JSON-friendly snapshot of a running engine.
 type Status struct {
 	State        controller.State             `json:"state"`
-	Computations map[string]runtime.Counters  `json:"computations"`
+	Computations map[string]board.Counters    `json:"computations"`
 	Partitions   []controller.PartitionStatus `json:"partitions"`
 	Controller   controller.Stats             `json:"controller"`
 	// Failing lists the partitions whose jobs keep failing (restarted with
@@ -152,7 +166,23 @@ type Status struct {
 	// the controller restarts their partition's job with backoff, and the
 	// new job sends the undelivered outputs again.
 	SinkFailures []SinkFailure `json:"sink_failures,omitempty"`
+	// SourceErrors lists the source computations whose source could not
+	// be listed (a broker that cannot be reached, a missing topic): the
+	// listing is retried with backoff, and a computation whose source was
+	// never listed cannot run or complete.
+	SourceErrors []SourceError `json:"source_errors,omitempty"`
 	Uptime       float64       `json:"uptime_seconds"`
+}
+
+// SourceError is a source computation whose listings fail.
+type SourceError struct {
+	Computation string `json:"computation"`
+	// Listed: an earlier listing succeeded (its partitions keep running).
+	Listed              bool   `json:"listed"`
+	ConsecutiveFailures int    `json:"consecutive_failures"`
+	LastError           string `json:"last_error"`
+	// RetryAt is when the next listing starts, while never listed.
+	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
 
 // Failing is a partition whose jobs failed since its last healthy run.
@@ -188,7 +218,20 @@ func (e *Engine) Status() Status {
 		}
 	}
 	st.SinkFailures = e.sinkFailures(st.Partitions)
+	st.SourceErrors = e.sourceErrors()
 	return st
+}
+
+// sourceErrors lists the sources whose last listing failed.
+func (e *Engine) sourceErrors() []SourceError {
+	var out []SourceError
+	for _, s := range e.ctl.Sources() {
+		if s.ConsecutiveFailures > 0 {
+			out = append(out, SourceError{Computation: s.Computation, Listed: s.Listed,
+				ConsecutiveFailures: s.ConsecutiveFailures, LastError: s.LastError, RetryAt: s.RetryAt})
+		}
+	}
+	return out
 }
 
 // sinkFailures merges the sink failures the controller recorded when it

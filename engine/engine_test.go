@@ -16,7 +16,7 @@ import (
 	"github.com/weir-stream/weir/connector/queue"
 	"github.com/weir-stream/weir/controller"
 	"github.com/weir-stream/weir/internal/enginetest"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
 	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/store"
 	pstore "github.com/weir-stream/weir/store/pebble"
@@ -94,7 +94,7 @@ func (f *fixture) writeKeys(t *testing.T, n, keys int, seed uint64) {
 	}
 }
 
-func (f *fixture) run(t *testing.T, p *spec.Pipeline, hooks runtime.Hooks) {
+func (f *fixture) run(t *testing.T, p *spec.Pipeline, hooks job.Hooks) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -156,7 +156,7 @@ func TestExamplesExactlyOnce(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/crashes=%v", name, crash), func(t *testing.T) {
 				f := newFixture(t, 3)
 				f.writeKeys(t, 3000, 50, 1)
-				var hooks runtime.Hooks
+				var hooks job.Hooks
 				var crashes *enginetest.Crashes
 				if crash {
 					crashes = enginetest.NewCrashes(7, 0.05, 30)
@@ -202,7 +202,7 @@ func TestExampleWordCount(t *testing.T) {
 func TestExampleAtLeastOnce(t *testing.T) {
 	f := newFixture(t, 3)
 	f.writeKeys(t, 2000, 30, 2)
-	f.run(t, example(t, "counter-alo"), enginetest.NewCrashes(5, 0.1, 30, runtime.CrashAfterCommitBeforeAck))
+	f.run(t, example(t, "counter-alo"), enginetest.NewCrashes(5, 0.1, 30, job.CrashAfterCommitBeforeAck))
 	got := f.readCounts(t)
 	extra := 0
 	for k, n := range f.want {

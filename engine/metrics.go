@@ -11,7 +11,8 @@ import (
 // weir_epochs_total and weir_commits_total per computation, the
 // controller's job and lease counters, the pipeline state, the partitions
 // whose jobs keep failing (weir_job_consecutive_failures,
-// weir_job_last_error) and the sinks whose delivery stopped.
+// weir_job_last_error), the sinks whose delivery stopped and the sources
+// that cannot be listed (weir_source_listing_failures).
 func (e *Engine) Collector() prometheus.Collector { return (*collector)(e) }
 
 type collector Engine
@@ -27,6 +28,7 @@ var (
 	descState      = prometheus.NewDesc("weir_pipeline_state", "1 for the pipeline's current state.", []string{"state"}, nil)
 	descSinkFailed = prometheus.NewDesc("weir_sink_delivery_stopped", "1 for each (partition, sink) whose delivery stopped after its retries ran out (the partition's job is restarted with backoff).", []string{"partition", "sink"}, nil)
 	descFailures   = prometheus.NewDesc("weir_job_consecutive_failures", "Consecutive job failures of a partition since its last healthy run (series only while > 0); the controller restarts it with exponential backoff.", []string{"partition"}, nil)
+	descSourceFail = prometheus.NewDesc("weir_source_listing_failures", "Consecutive failed listings of a source computation's source partitions (series only while > 0); retried with backoff, and a source never listed cannot run or complete.", []string{"computation"}, nil)
 	descLastError  = prometheus.NewDesc("weir_job_last_error", "1 for a failing partition, labelled with its last job error (truncated to 200 bytes).", []string{"partition", "error"}, nil)
 )
 
@@ -34,7 +36,7 @@ var (
 const maxErrorLabel = 200
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInputs, descDuplicates, descOutputs, descEpochs, descCommits, descJobs, descLeases, descState, descSinkFailed, descFailures, descLastError} {
+	for _, d := range []*prometheus.Desc{descInputs, descDuplicates, descOutputs, descEpochs, descCommits, descJobs, descLeases, descState, descSinkFailed, descFailures, descLastError, descSourceFail} {
 		ch <- d
 	}
 }
@@ -58,6 +60,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	parts := e.ctl.Partitions()
 	for _, f := range e.sinkFailures(parts) {
 		ch <- prometheus.MustNewConstMetric(descSinkFailed, prometheus.GaugeValue, 1, f.Partition, f.Sink)
+	}
+	for _, f := range e.sourceErrors() {
+		ch <- prometheus.MustNewConstMetric(descSourceFail, prometheus.GaugeValue, float64(f.ConsecutiveFailures), f.Computation)
 	}
 	for _, p := range parts {
 		if p.ConsecutiveFailures == 0 {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/connector"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/store"
 )
@@ -33,11 +33,11 @@ func Resolver(classes *weir.Registry) func(string) (spec.Kind, bool) {
 
 // BuildPlan validates p against the registered classes and connectors and
 // builds the runtime plan. Every error names the spec path to fix.
-func BuildPlan(ctx context.Context, p *spec.Pipeline, classes *weir.Registry, conns *connector.Registry, st store.Store) (*runtime.Plan, error) {
+func BuildPlan(ctx context.Context, p *spec.Pipeline, classes *weir.Registry, conns *connector.Registry, st store.Store) (*plan.Plan, error) {
 	if err := p.Validate(Resolver(classes)); err != nil {
 		return nil, err
 	}
-	plan := &runtime.Plan{Computations: map[string]*runtime.CompPlan{}}
+	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{}}
 	var errs []error
 	names := make([]string, 0, len(p.Computations))
 	for n := range p.Computations {
@@ -53,7 +53,7 @@ func BuildPlan(ctx context.Context, p *spec.Pipeline, classes *weir.Registry, co
 				"every message would share one key; set group_by to the key column(s), e.g. [\"key\"]", path, c.ComputationClassName))
 			continue
 		}
-		cp := &runtime.CompPlan{
+		cp := &plan.CompPlan{
 			Name:          name,
 			Code:          code,
 			GroupBy:       c.KeyColumns(),
@@ -62,8 +62,8 @@ func BuildPlan(ctx context.Context, p *spec.Pipeline, classes *weir.Registry, co
 			AllowBatching: c.AllowBatchingWithRelaxedGuarantees,
 			Inputs:        c.InputStreamIDs,
 			Outputs:       c.OutputStreamIDs,
-			Timers:        map[string]runtime.TimerPlan{},
-			Batch: runtime.BatchPlan{
+			Timers:        map[string]plan.TimerPlan{},
+			Batch: plan.BatchPlan{
 				MaxRows:      c.MaxRowsPerBatch,
 				MaxBytes:     int(c.MaxBytesPerBatch),
 				Duration:     c.BatchDuration.Std(),
@@ -80,13 +80,13 @@ func BuildPlan(ctx context.Context, p *spec.Pipeline, classes *weir.Registry, co
 			cp.LeaseCheckPeriod = p.Dynamic.LeaseCheckPeriod.Std()
 		}
 		if c.ProcessingMode == spec.AtLeastOnceConsistent {
-			cp.Mode = runtime.AtLeastOnceConsistent
+			cp.Mode = plan.AtLeastOnceConsistent
 		}
 		for id, ts := range c.TimerStreams {
-			cp.Timers[id] = runtime.TimerPlan{SystemTime: ts.TimeType == spec.SystemTime}
+			cp.Timers[id] = plan.TimerPlan{SystemTime: ts.TimeType == spec.SystemTime}
 		}
 		if ws := c.WatermarkStrategy; ws != nil {
-			cp.Watermark = runtime.WatermarkPlan{
+			cp.Watermark = plan.WatermarkPlan{
 				OutOfOrdernessBound: ws.OutOfOrdernessBound.Std(),
 				IdleTimeout:         ws.IdlePartitionTimeout.Std(),
 				EventColumn:         ws.EventTimestampColumn,
@@ -137,16 +137,16 @@ func BuildPlan(ctx context.Context, p *spec.Pipeline, classes *weir.Registry, co
 				continue
 			}
 			_ = probe.Close()
-			cp.Sinks = append(cp.Sinks, runtime.SinkPlan{ID: id, InputStream: sk.InputStreamIDs[0],
+			cp.Sinks = append(cp.Sinks, plan.SinkPlan{ID: id, InputStream: sk.InputStreamIDs[0],
 				New: func() (connector.Sink, error) { return f(params) }})
 		}
-		plan.Computations[name] = cp
+		pl.Computations[name] = cp
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if err := plan.Validate(); err != nil {
+	if err := pl.Validate(); err != nil {
 		return nil, err
 	}
-	return plan, nil
+	return pl, nil
 }

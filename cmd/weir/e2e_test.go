@@ -60,8 +60,16 @@ func setup(t *testing.T, n, keys int, seed uint64) (string, map[string]int) {
 	dir := t.TempDir()
 	weir(t, "", "queue", "create", "--data", dir, "--partitions", "3", "events")
 	weir(t, "", "queue", "create", "--data", dir, "--partitions", "2", "counts")
-	r := rand.New(rand.NewPCG(seed, 1))
 	want := map[string]int{}
+	writeEvents(t, dir, n, keys, seed, want)
+	return dir, want
+}
+
+// writeEvents writes n more events over keys to dir's queue events and
+// adds them to want.
+func writeEvents(t *testing.T, dir string, n, keys int, seed uint64, want map[string]int) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 1))
 	var in strings.Builder
 	for i := 0; i < n; i++ {
 		k := fmt.Sprintf("k%03d", r.IntN(keys))
@@ -72,7 +80,6 @@ func setup(t *testing.T, n, keys int, seed uint64) (string, map[string]int) {
 	if !strings.Contains(out, fmt.Sprintf("wrote %d rows", n)) {
 		t.Fatalf("queue write said %q", out)
 	}
-	return dir, want
 }
 
 func exampleSpec(name string) string { return filepath.Join("..", "..", "examples", name, "spec.yson") }

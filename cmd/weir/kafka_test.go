@@ -104,7 +104,7 @@ func TestKafkaMarkerLostStopsRun(t *testing.T) {
 	}
 	produce(t, cl, "page-views", 20, 5)
 
-	err, out := runToEnd(t, dir, spec)
+	out, err := runToEnd(t, dir, spec)
 	if err == nil {
 		t.Fatalf("weir run with a foreign progress marker exited 0:\n%s", out)
 	}

@@ -44,7 +44,7 @@ func (quietPebble) Fatalf(format string, args ...any) {
 
 // runToEnd runs 'weir run' and returns its exit error and stderr; it fails
 // the test if the run takes more than a minute (a retry loop).
-func runToEnd(t *testing.T, dir, spec string) (error, string) {
+func runToEnd(t *testing.T, dir, spec string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(weirBin, "run", "--data", dir, "--spec", spec, "--progress", "0")
 	var stderr syncBuffer
@@ -56,12 +56,12 @@ func runToEnd(t *testing.T, dir, spec string) (error, string) {
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
-		return err, stderr.String()
+		return stderr.String(), err
 	case <-time.After(time.Minute):
 		cmd.Process.Kill()
 		<-done
 		t.Fatalf("weir run on a damaged store did not exit:\n%.3000s", stderr.String())
-		return nil, ""
+		return "", nil
 	}
 }
 
@@ -99,7 +99,7 @@ func TestDamagedTableStopsRun(t *testing.T) {
 	b[len(b)/2] ^= 0x5a
 	os.WriteFile(ssts[0], b, 0o644)
 
-	err, out := runToEnd(t, dir, exampleSpec("counter"))
+	out, err := runToEnd(t, dir, exampleSpec("counter"))
 	checkDamageMessage(t, err, out, ssts[0]+" is damaged")
 
 	cmd := exec.Command(weirBin, "store", "check", "--data", dir)
@@ -125,7 +125,7 @@ func TestDeletedLogRefused(t *testing.T) {
 	const want = "write-ahead log records are missing"
 	out := weirFails(t, "", "queue", "read", "--data", dir, "counts")
 	checkDamageMessage(t, errExit, out, want)
-	err, out := runToEnd(t, dir, exampleSpec("counter"))
+	out, err := runToEnd(t, dir, exampleSpec("counter"))
 	checkDamageMessage(t, err, out, want)
 	report := weirFails(t, "", "store", "check", "--data", dir)
 	if !strings.Contains(report, "DAMAGED: ") || !strings.Contains(report, want) {

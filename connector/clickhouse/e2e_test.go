@@ -111,6 +111,10 @@ func TestEngineExactlyOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			crashes := enginetest.NewCrashes(seed, 0.1, 25)
+			// Injected crashes are job failures: keep their restart backoff
+			// short, or a few in a row wait 30 s each.
+			p.Dynamic.JobRestartBackoff = spec.Duration(10 * time.Millisecond)
+			p.Dynamic.JobRestartBackoffMax = spec.Duration(100 * time.Millisecond)
 			var mu sync.Mutex
 			var logs []string
 			logf := func(format string, args ...any) {

@@ -376,21 +376,6 @@ func (w *writer) reconfigure(d Dynamic) error {
 	return nil
 }
 
-// validatedHosts counts host sessions that started (for tests and status).
-func (w *writer) validatedHosts() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := 0
-	for _, ss := range w.shards {
-		for _, h := range ss.hosts {
-			if h.info != nil {
-				n++
-			}
-		}
-	}
-	return n
-}
-
 func (w *writer) close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()

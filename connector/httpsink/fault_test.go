@@ -29,15 +29,17 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/builtin"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/controller"
 	"github.com/weir-stream/weir/internal/enginetest"
 	"github.com/weir-stream/weir/internal/testconn"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/plan"
 	pstore "github.com/weir-stream/weir/store/pebble"
 	"github.com/weir-stream/weir/transport"
+	"github.com/weir-stream/weir/worker"
 )
 
 // faultyReceiver applies requests (records their payload) and fails at
@@ -178,8 +180,8 @@ func TestFaultyReceiverWithRestarts(t *testing.T) {
 		}
 		return out.Add("bodies", weir.Row{"key": m.Payload["key"], "body": payloadOf(n)})
 	})
-	batch := runtime.BatchPlan{MaxRows: 20, EmptyBackoff: 2 * time.Millisecond}
-	plan := &runtime.Plan{Computations: map[string]*runtime.CompPlan{
+	batch := plan.BatchPlan{MaxRows: 20, EmptyBackoff: 2 * time.Millisecond}
+	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{
 		"Reader": {
 			Code: builtin.Passthrough(weir.KindTransform), Source: src, SourceStream: "events",
 			Outputs: []string{"rows"}, Batch: batch,
@@ -187,7 +189,7 @@ func TestFaultyReceiverWithRestarts(t *testing.T) {
 		"Render": {
 			Code: render, GroupBy: []string{"key"}, Partitions: 2,
 			Inputs: []string{"rows"}, Outputs: []string{"bodies"}, Batch: batch,
-			Sinks: []runtime.SinkPlan{{ID: "http", InputStream: "bodies", New: newSink}},
+			Sinks: []plan.SinkPlan{{ID: "http", InputStream: "bodies", New: newSink}},
 		},
 	}}
 
@@ -199,17 +201,19 @@ func TestFaultyReceiverWithRestarts(t *testing.T) {
 	defer st.Close()
 	crashes := enginetest.NewCrashes(seed, 0.04, 15)
 	engineLogs := &logs{}
-	workers := []*controller.Worker{controller.NewWorker("w0", st), controller.NewWorker("w1", st)}
+	hub, brd := transport.NewHub(64<<10), board.NewBoard()
+	env := worker.Env{Plan: pl, Store: st, Hub: hub, Board: brd, Hooks: crashes, Logf: engineLogs.logf}
+	workers := []*worker.Worker{worker.New("w0", st, env), worker.New("w1", st, env)}
 	defer func() {
 		for _, w := range workers {
 			w.Restart() // stops every job
 		}
 	}()
 	ctl, err := controller.New(controller.Config{
-		Plan: plan, Store: st, Hub: transport.NewHub(64 << 10), Board: runtime.NewBoard(), Workers: workers,
+		Plan: pl, Store: st, Hub: hub, Board: brd, Workers: worker.ForController(workers),
 		LeaseTimeout: 5 * time.Second, LeasePingPeriod: time.Second, LostWorkerTimeout: 2500 * time.Millisecond,
 		// The clock stands still: crashed jobs restart in the next cycle.
-		RestartBackoff: -1, Hooks: crashes, Rand: rand.New(rand.NewPCG(seed, 11)), Logf: engineLogs.logf,
+		RestartBackoff: -1, Rand: rand.New(rand.NewPCG(seed, 11)), Logf: engineLogs.logf,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@
 // deleted by retention and records skipped as malformed. A batch shows a
 // gap by its records' offsets and by a Next beyond its last record. (The
 // runtime's source reader accepts increasing offsets with gaps; see
-// runtime/source.go.)
+// job/source.go.)
 //
 // Rows: with format = json (default) the record value must be one JSON
 // object (codec.RowFromJSON); with format = raw the row is {"key": bytes,
@@ -38,6 +38,15 @@
 // If compaction or retention removes records between two reads of the same
 // range, replayed timestamps may differ. The record time itself is the
 // EventTimestamp.
+//
+// Brokers that cannot be reached are an error, never an empty source: a
+// listing of the topic's partitions fails (the controller retries it with
+// backoff, shows it under source_errors in the status and on stderr, and
+// the computation cannot complete until it succeeds), and a partition whose
+// polls return nothing asks the brokers for its end offset once the
+// brokers have not answered for 10 s, failing its read (the job restarts
+// with backoff) when they cannot be reached. Before, the client's silent
+// background redials made such a partition look caught up.
 //
 // finite = %true ends each partition at its high watermark as of the first
 // read, so the pipeline completes. The controller lists the partitions when

@@ -31,7 +31,7 @@ import (
 	"github.com/weir-stream/weir/controller"
 	"github.com/weir-stream/weir/engine"
 	"github.com/weir-stream/weir/internal/enginetest"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
 	"github.com/weir-stream/weir/spec"
 	pstore "github.com/weir-stream/weir/store/pebble"
 )
@@ -171,7 +171,7 @@ func (f *e2e) writeEvents(t testing.TB, n, keys int, seed uint64) {
 	}
 }
 
-func (f *e2e) run(t testing.TB, specText string, hooks runtime.Hooks) {
+func (f *e2e) run(t testing.TB, specText string, hooks job.Hooks) {
 	t.Helper()
 	p, err := spec.Parse([]byte(specText), "test.yson")
 	if err != nil {
@@ -374,7 +374,7 @@ func TestEngineExactlyOnce(t *testing.T) {
 		t.Run(fmt.Sprintf("faults=%v/seed=%d", tc.faults, tc.seed), func(t *testing.T) {
 			f := newE2E(t)
 			f.writeEvents(t, 600, 20, tc.seed)
-			var hooks runtime.Hooks
+			var hooks job.Hooks
 			var crashes *enginetest.Crashes
 			var fenced *atomic.Int32
 			if tc.faults {
@@ -437,9 +437,9 @@ func TestEngineAtLeastOnce(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/crashes=%v", tc.class, crash), func(t *testing.T) {
 				f := newE2E(t)
 				f.writeEvents(t, 400, 15, 2)
-				var hooks runtime.Hooks
+				var hooks job.Hooks
 				if crash {
-					hooks = enginetest.NewCrashes(5, 0.15, 20, runtime.CrashBeforeCommit, runtime.CrashAfterCommitBeforeAck)
+					hooks = enginetest.NewCrashes(5, 0.15, 20, job.CrashBeforeCommit, job.CrashAfterCommitBeforeAck)
 				}
 				f.run(t, counterSpec(f.c.ListenAddrs(), tc.class, tc.params), hooks)
 				extra := f.checkAtLeastOnce(t)

@@ -515,6 +515,18 @@ type Options struct {
 	// prints the error with what to do and stops the pipeline, rather than
 	// restart the job forever. nil: the job fails and is restarted.
 	Fatal func(error)
+	// ReachabilityPeriod: a source partition whose polls return nothing
+	// and whose brokers have not answered for this long asks them for its
+	// end offset, and fails its read if they cannot be reached (default
+	// 10s; see checkReachable).
+	ReachabilityPeriod time.Duration
+}
+
+func (o *Options) reachabilityPeriod() time.Duration {
+	if o.ReachabilityPeriod > 0 {
+		return o.ReachabilityPeriod
+	}
+	return 10 * time.Second
 }
 
 func (o *Options) env(name string) (string, bool) {

@@ -201,6 +201,10 @@ type sourcePartition struct {
 	lastCountCheck time.Time
 	lastReport     time.Time
 	skipped        uint64
+	// answeredAt is when the brokers last answered for the partition (a
+	// fetch response naming it, or an end-offset request); zero before the
+	// first answer. See checkReachable.
+	answeredAt time.Time
 }
 
 // reportPeriod bounds how often ReportCommitted writes the timestamp
@@ -303,6 +307,10 @@ func (sp *sourcePartition) Read(ctx context.Context, from connector.Offset, maxR
 	b.Next = sp.next
 	if len(b.Records) > 0 {
 		sp.handed = sp.next
+	} else if polled {
+		if err := sp.checkReachable(ctx); err != nil {
+			return connector.Batch{}, err
+		}
 	}
 	switch {
 	case sp.end >= 0:
@@ -424,6 +432,31 @@ func (sp *sourcePartition) seek(ctx context.Context, from connector.Offset) erro
 	return nil
 }
 
+// checkReachable tells an idle partition from brokers that cannot be
+// reached: the client keeps dialing in the background and a poll returns
+// no error and no record either way, so an unreachable Kafka looked like a
+// caught-up partition (and a finite one, not yet at its end, waited
+// forever). After an empty poll, once per Options.ReachabilityPeriod
+// without an answer from the brokers, it asks for the partition's end
+// offset: its error (unable to dial, ...) fails the read, so that the job
+// fails visibly and the controller restarts it with backoff.
+func (sp *sourcePartition) checkReachable(ctx context.Context) error {
+	if !sp.answeredAt.IsZero() && time.Since(sp.answeredAt) < sp.s.opts.reachabilityPeriod() {
+		return nil
+	}
+	if _, err := sp.highWatermark(ctx); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		last := "no answer yet"
+		if !sp.answeredAt.IsZero() {
+			last = fmt.Sprintf("last answer %v ago", time.Since(sp.answeredAt).Round(100*time.Millisecond))
+		}
+		return fmt.Errorf("%w (the brokers cannot be reached: %s)", err, last)
+	}
+	return nil
+}
+
 // highWatermark asks for the partition's end offset.
 func (sp *sourcePartition) highWatermark(ctx context.Context) (int64, error) {
 	lctx, cancel := context.WithTimeout(ctx, metadataTimeout)
@@ -439,6 +472,7 @@ func (sp *sourcePartition) highWatermark(ctx context.Context) (int64, error) {
 	if e.Err != nil {
 		return 0, fmt.Errorf("kafka source %s: end offset of %s: %w", sp.s.path, sp.key, e.Err)
 	}
+	sp.answeredAt = time.Now()
 	return e.Offset, nil
 }
 
@@ -484,6 +518,7 @@ func (sp *sourcePartition) fetch(ctx context.Context, maxRows int) ([]*kgo.Recor
 		if p.Partition != sp.p || p.Topic != sp.s.params.Topic {
 			return
 		}
+		sp.answeredAt = time.Now()
 		end := p.HighWatermark
 		if sp.s.params.IsolationLevel == ReadCommitted && p.LastStableOffset >= 0 {
 			end = p.LastStableOffset

@@ -390,3 +390,78 @@ func TestGroupOffsetOnlyMovesForward(t *testing.T) {
 		t.Fatalf("group offset = %+v (found %v), want %d: the zombie's %d moved it back", o, ok, next, b.Next)
 	}
 }
+
+// TestSourceUnreachableBrokersFailRead (issue 13 item 2): once the brokers
+// cannot be reached, a poll returns neither records nor an error; an
+// infinite source partition must not look caught up forever. Within the
+// reachability period a read fails with the dial error, so that the job
+// fails visibly and is restarted with backoff; while the brokers answer,
+// an idle partition's reads do not fail. (A finite partition asks for its
+// end offset when it starts reading: with the brokers gone, that read
+// fails too.)
+func TestSourceUnreachableBrokersFailRead(t *testing.T) {
+	for _, finite := range []bool{false, true} {
+		t.Run(fmt.Sprintf("finite=%v", finite), func(t *testing.T) {
+			c := newCluster(t, map[string]int32{"in": 1})
+			cl := newClient(t, c)
+			for i := 0; i < 3; i++ {
+				produce(t, cl, &kgo.Record{Topic: "in", Partition: 0, Value: []byte(fmt.Sprintf(`{"i": %d}`, i))})
+			}
+			st, err := pstore.Open(t.TempDir(), pstore.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			o := testOptions((&logBuf{}).logf)
+			o.ReachabilityPeriod = 200 * time.Millisecond
+			s, err := NewSource(connector.SourceParams{SourceID: "events", Path: "computations.Reader.source_streams.events",
+				Parameters: map[string]any{"brokers": c.ListenAddrs(), "topic": "in", "finite": finite}, Store: st}, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			p, err := s.Open(ctx, "in/0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			var next connector.Offset
+			if !finite {
+				// Read everything; then idle polls across several
+				// reachability periods do not fail.
+				for n := 0; n < 3; {
+					b, err := p.Read(ctx, next, 10, 1<<20)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(b.Records) > 0 {
+						n, next = n+len(b.Records), b.Next
+					}
+				}
+				for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
+					if _, err := p.Read(ctx, next, 10, 1<<20); err != nil {
+						t.Fatalf("an idle partition with reachable brokers failed a read: %v", err)
+					}
+				}
+			}
+			c.Close()
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				b, err := p.Read(ctx, next, 10, 1<<20)
+				if err != nil {
+					if !strings.Contains(err.Error(), "connection refused") {
+						t.Fatalf("read error %v does not say the brokers cannot be reached", err)
+					}
+					t.Logf("read fails: %v", err)
+					return
+				}
+				if len(b.Records) > 0 {
+					t.Fatalf("read %d records from a closed cluster", len(b.Records))
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("reads with unreachable brokers returned no error for 30s")
+				}
+			}
+		})
+	}
+}

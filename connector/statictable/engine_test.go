@@ -19,7 +19,7 @@ import (
 	"github.com/weir-stream/weir/controller"
 	"github.com/weir-stream/weir/engine"
 	"github.com/weir-stream/weir/internal/enginetest"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
 	"github.com/weir-stream/weir/spec"
 	pstore "github.com/weir-stream/weir/store/pebble"
 )
@@ -88,7 +88,7 @@ func (l *logs) tail() string {
 }
 
 // runEngine runs specText on a store in storeDir until it completes.
-func runEngine(t testing.TB, storeDir, specText string, hooks runtime.Hooks) {
+func runEngine(t testing.TB, storeDir, specText string, hooks job.Hooks) {
 	t.Helper()
 	p, err := spec.Parse([]byte(specText), "test.yson")
 	if err != nil {
@@ -129,7 +129,7 @@ func TestEngineExactlyOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in, out := t.TempDir(), t.TempDir()
 			want := tabletest.WriteInput(t, in, 6, 700, 40, 1)
-			var hooks runtime.Hooks
+			var hooks job.Hooks
 			var crashes *enginetest.Crashes
 			if tc.crash > 0 {
 				crashes = enginetest.NewCrashes(7, tc.crash, 25)

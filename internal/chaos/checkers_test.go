@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
 )
 
 func TestCheckersCatchSabotage(t *testing.T) {
@@ -28,8 +28,8 @@ func TestCheckersCatchSabotage(t *testing.T) {
 		{"accept-zombies", sabotageAcceptZombies, func() Scenario {
 			sc := base(31)
 			sc.Faults = FaultSet{Zombie: true}
-			sc.Episodes = []Episode{{Kind: EpZombie, At: 0.3, Pick: 1, Point: runtime.CrashBeforeCommit},
-				{Kind: EpZombie, At: 0.6, Pick: 4, Point: runtime.CrashBeforeCommit}}
+			sc.Episodes = []Episode{{Kind: EpZombie, At: 0.3, Pick: 1, Point: job.CrashBeforeCommit},
+				{Kind: EpZombie, At: 0.6, Pick: 4, Point: job.CrashBeforeCommit}}
 			return sc
 		}, []string{"C5"}},
 		{"drop-state-writes", sabotageDropStateWrites, func() Scenario { return base(32) }, []string{"C4", "C2"}},

@@ -25,7 +25,7 @@
 // files, or on the crash clone — as a restarted process would.
 //
 // Faults (faults.go): crashes at the runtime's named crash points and the
-// zombie freezer (runtime.Hooks); ambiguous commits, lost lease pings and
+// zombie freezer (job.Hooks); ambiguous commits, lost lease pings and
 // the zombie-write audit (a store wrapper); lost acknowledgements and
 // redeliveries (transport.Faults); WAL write/fsync errors (a filesystem
 // wrapper); power losses (MemFS.CrashClone); lost workers. Every coin is a

@@ -13,8 +13,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/weir-stream/weir/internal/faultinject"
+	"github.com/weir-stream/weir/job"
 	"github.com/weir-stream/weir/msgid"
-	"github.com/weir-stream/weir/runtime"
 	"github.com/weir-stream/weir/store"
 	pstore "github.com/weir-stream/weir/store/pebble"
 	"github.com/weir-stream/weir/transport"
@@ -81,7 +81,7 @@ func (p *passages) next(place string) uint64 {
 	return p.n[place]
 }
 
-// hooks is one life's runtime.Hooks: crashes at named points (F1) and the
+// hooks is one life's job.Hooks: crashes at named points (F1) and the
 // zombie freezer (F2). A life's hooks die with it: after kill, every job of
 // the life that passes a point stops there, uncounted.
 type hooks struct {
@@ -91,14 +91,14 @@ type hooks struct {
 	mu sync.Mutex
 	// armed: the next passage of (partition, point) freezes.
 	armedPart  transport.PartitionID
-	armedPoint runtime.CrashPoint
+	armedPoint job.CrashPoint
 	frozen     chan struct{} // closed when a job froze
 	release    chan struct{} // closed to let it go
 }
 
-func (h *hooks) Crash(p transport.PartitionID, point runtime.CrashPoint) error {
+func (h *hooks) Crash(p transport.PartitionID, point job.CrashPoint) error {
 	if h.dead.Load() {
-		return runtime.ErrCrashed
+		return job.ErrCrashed
 	}
 	h.mu.Lock()
 	if h.release != nil && h.armedPart == p && h.armedPoint == point {
@@ -108,7 +108,7 @@ func (h *hooks) Crash(p transport.PartitionID, point runtime.CrashPoint) error {
 		close(frozen)
 		<-release
 		if h.dead.Load() {
-			return runtime.ErrCrashed
+			return job.ErrCrashed
 		}
 		return nil
 	}
@@ -123,12 +123,12 @@ func (h *hooks) Crash(p transport.PartitionID, point runtime.CrashPoint) error {
 	}
 	s.stats.crash(point)
 	s.recovery.crashed(p)
-	return runtime.ErrCrashed
+	return job.ErrCrashed
 }
 
 // arm makes the next passage of (p, point) freeze; it returns the channel
 // closed when that happens.
-func (h *hooks) arm(p transport.PartitionID, point runtime.CrashPoint) <-chan struct{} {
+func (h *hooks) arm(p transport.PartitionID, point job.CrashPoint) <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.armedPart, h.armedPoint = p, point

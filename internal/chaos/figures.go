@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
 )
 
 // Summary is a one-line account of a seed's run.
@@ -113,7 +113,7 @@ func (f *Figures) Markdown(w io.Writer, build, command string, wall time.Duratio
 	row("Seeds run (L1 simulation)", "%d (failed: %d); wall clock %s (sum of seeds %s)", f.Seeds, len(f.Failed), wall.Round(time.Second), f.Wall.Round(time.Second))
 	row("Input records / committed outputs", "%d in / %d out", f.Inputs, f.Outputs)
 	var points []string
-	for _, p := range []runtime.CrashPoint{runtime.CrashBeforeCommit, runtime.CrashAfterCommitBeforeAck, runtime.CrashAfterAckBeforeErase} {
+	for _, p := range []job.CrashPoint{job.CrashBeforeCommit, job.CrashAfterCommitBeforeAck, job.CrashAfterAckBeforeErase} {
 		points = append(points, fmt.Sprintf("%s %d", p, s.Crashes[p]))
 	}
 	row("Faults injected, total", "%d", s.FaultTotal())

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
 	"github.com/weir-stream/weir/transport"
 )
 
@@ -138,7 +138,7 @@ type Episode struct {
 	Pick   uint64
 	Target transport.PartitionID
 	// Point is where a zombie freezes.
-	Point runtime.CrashPoint
+	Point job.CrashPoint
 	// Skip (store error) lets this many WAL operations pass first; Sync
 	// fails syncs instead of writes.
 	Skip int
@@ -252,8 +252,8 @@ func Draw(seed uint64, messages int) Scenario {
 				// lease must fence. After-commit points exercise a zombie's
 				// sends and acknowledgements (fenced by the transport's
 				// sender registration).
-				e.Point = []runtime.CrashPoint{runtime.CrashBeforeCommit, runtime.CrashBeforeCommit,
-					runtime.CrashAfterCommitBeforeAck, runtime.CrashAfterAckBeforeErase}[r.IntN(4)]
+				e.Point = []job.CrashPoint{job.CrashBeforeCommit, job.CrashBeforeCommit,
+					job.CrashAfterCommitBeforeAck, job.CrashAfterAckBeforeErase}[r.IntN(4)]
 			case EpStoreError:
 				e.Skip, e.Sync = r.IntN(60), r.IntN(2) == 0
 			case EpPowerLoss:
@@ -279,7 +279,7 @@ func Draw(seed uint64, messages int) Scenario {
 	// zombies has a zombie commit for the fence to reject.
 	for i := range sc.Episodes {
 		if sc.Episodes[i].Kind == EpZombie {
-			sc.Episodes[i].Point = runtime.CrashBeforeCommit
+			sc.Episodes[i].Point = job.CrashBeforeCommit
 			break
 		}
 	}

@@ -16,16 +16,19 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/builtin"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/connector/queue"
 	"github.com/weir-stream/weir/controller"
 	"github.com/weir-stream/weir/internal/testconn"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
 	pstore "github.com/weir-stream/weir/store/pebble"
 	"github.com/weir-stream/weir/transport"
+	"github.com/weir-stream/weir/worker"
 )
 
 // Options tune a run, not the scenario.
@@ -159,9 +162,9 @@ type life struct {
 	raw      *pstore.Store
 	st       *faultStore
 	hub      *transport.Hub
-	board    *runtime.Board
+	board    *board.Board
 	ctl      *controller.Controller
-	workers  []*controller.Worker
+	workers  []*worker.Worker
 	hooks    *hooks
 	obs      *observer
 	crashing atomic.Bool // set before a power loss's clone is taken
@@ -261,7 +264,7 @@ func (s *sim) startLife(ctx context.Context) error {
 	l := &life{n: s.lives, fault: wf, raw: raw}
 	l.st = newFaultStore(raw, s, l)
 	if s.opts.sabotage != 0 {
-		runtime.IgnoreAppliedChecks(l.st)
+		job.IgnoreAppliedChecks(l.st)
 	}
 	if s.lives == 1 {
 		if _, err := queue.Create(ctx, l.st, outputQueue, s.sc.OutputPartitions); err != nil {
@@ -271,24 +274,25 @@ func (s *sim) startLife(ctx context.Context) error {
 	} else {
 		s.restCheck(ctx, l.st)
 	}
-	plan, err := s.plan(l.st)
+	pl, err := s.plan(l.st)
 	if err != nil {
 		raw.Close()
 		return err
 	}
 	l.hub = transport.NewHub(64 << 10)
 	l.hub.SetFaults(hubFaults{sim: s})
-	l.board = runtime.NewBoard()
+	l.board = board.NewBoard()
 	l.hooks = &hooks{sim: s}
+	env := worker.Env{Plan: pl, Store: l.st, Hub: l.hub, Board: l.board, Hooks: l.hooks, Logf: s.logf}
 	for i := 0; i < s.sc.Workers; i++ {
-		l.workers = append(l.workers, controller.NewWorker(fmt.Sprintf("w%d", i), l.st))
+		l.workers = append(l.workers, worker.New(fmt.Sprintf("w%d", i), l.st, env))
 	}
 	l.ctl, err = controller.New(controller.Config{
-		Plan: plan, Store: l.st, Hub: l.hub, Board: l.board, Workers: l.workers,
+		Plan: pl, Store: l.st, Hub: l.hub, Board: l.board, Workers: worker.ForController(l.workers),
 		LeaseTimeout: s.sc.LeaseTimeout, LeasePingPeriod: s.sc.LeaseTimeout / 5, LostWorkerTimeout: s.sc.LostTimeout,
 		// The simulated clock may stand still (ClockStep 0): a crashed job
 		// restarts in the next cycle, as before restart backoff existed.
-		RestartBackoff: -1, SourceRelistPeriod: 100 * time.Millisecond, Hooks: l.hooks, Rand: rand.New(rand.NewPCG(s.sc.Seed, uint64(s.lives))), Logf: s.logf,
+		RestartBackoff: -1, SourceRelistPeriod: 100 * time.Millisecond, Rand: rand.New(rand.NewPCG(s.sc.Seed, uint64(s.lives))), Logf: s.logf,
 	})
 	if err == nil {
 		err = l.ctl.Load(ctx)
@@ -365,13 +369,13 @@ func (s *sim) restart(ctx context.Context, why string, t0 time.Time, crashed *vf
 }
 
 // plan builds the pipeline of the scenario's configuration over st.
-func (s *sim) plan(st store.Store) (*runtime.Plan, error) {
+func (s *sim) plan(st store.Store) (*plan.Plan, error) {
 	c := s.sc.Config
 	readerKind := weir.KindTransform
 	if c.SwiftReader {
 		readerKind = weir.KindSwiftMap
 	}
-	batch := runtime.BatchPlan{MaxRows: c.BatchRows, EmptyBackoff: 2 * time.Millisecond}
+	batch := plan.BatchPlan{MaxRows: c.BatchRows, EmptyBackoff: 2 * time.Millisecond}
 	params := connector.SinkParams{SinkID: "out", Path: "chaos.sinks.out", Store: st,
 		Parameters: map[string]any{"queue_path": outputQueue}}
 	newSink := queue.NewSyncSink
@@ -382,7 +386,7 @@ func (s *sim) plan(st store.Store) (*runtime.Plan, error) {
 		return nil, err
 	}
 	counterIn := "words"
-	plan := &runtime.Plan{Computations: map[string]*runtime.CompPlan{
+	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{
 		readerComp: {
 			Code: builtin.Passthrough(readerKind), Source: &pacedSource{Source: testconn.NewSource(s.in.parts), released: &s.released, parts: s.sc.SourcePartitions, hidden: &s.hidden}, SourceStream: "events",
 			Outputs: []string{"words"}, Batch: batch, LeaseCheckPeriod: c.LeaseCheckPeriod,
@@ -390,18 +394,18 @@ func (s *sim) plan(st store.Store) (*runtime.Plan, error) {
 		counterComp: {
 			Code: builtin.Counter(), GroupBy: []string{"key"}, Partitions: c.CounterPartitions,
 			CompactDedup: c.Compact, Outputs: []string{"counts"}, Batch: batch, LeaseCheckPeriod: c.LeaseCheckPeriod,
-			Sinks: []runtime.SinkPlan{{ID: "out", InputStream: "counts", New: func() (connector.Sink, error) { return newSink(params) }}},
+			Sinks: []plan.SinkPlan{{ID: "out", InputStream: "counts", New: func() (connector.Sink, error) { return newSink(params) }}},
 		},
 	}}
 	if c.ExtraStage {
-		plan.Computations[relayComp] = &runtime.CompPlan{
+		pl.Computations[relayComp] = &plan.CompPlan{
 			Code: builtin.Passthrough(weir.KindSwiftMap), GroupBy: []string{"key"}, Partitions: 2,
 			Inputs: []string{"words"}, Outputs: []string{"relayed"}, Batch: batch, LeaseCheckPeriod: c.LeaseCheckPeriod,
 		}
 		counterIn = "relayed"
 	}
-	plan.Computations[counterComp].Inputs = []string{counterIn}
-	return plan, nil
+	pl.Computations[counterComp].Inputs = []string{counterIn}
+	return pl, nil
 }
 
 // broken reports whether the life's store refuses work after a write
@@ -528,7 +532,7 @@ func (s *sim) watchReveal(l *life) error {
 	if !s.revealing {
 		return nil
 	}
-	part := runtime.SourcePartitionID(readerComp, fmt.Sprintf("p%d", s.sc.SourcePartitions-1))
+	part := plan.SourcePartitionID(readerComp, fmt.Sprintf("p%d", s.sc.SourcePartitions-1))
 	for _, p := range l.ctl.Partitions() {
 		if p.Partition == part && p.Job != "" {
 			s.revealing = false
@@ -551,7 +555,7 @@ func (s *sim) resumeZombie(ep *episode) {
 	// only when it has something to persist, so its zombie may never try.
 	transform := strings.HasPrefix(string(ep.target), counterComp+"/") ||
 		(strings.HasPrefix(string(ep.target), readerComp+"@") && !s.sc.SwiftReader)
-	if ep.Point == runtime.CrashBeforeCommit && transform {
+	if ep.Point == job.CrashBeforeCommit && transform {
 		s.fencedZombies++
 		s.fencePending, s.attemptsAtResume = true, s.stats.snapshot().ZombieAttempts
 	}
@@ -595,7 +599,7 @@ type episode struct {
 	frozen   <-chan struct{}
 	target   transport.PartitionID
 	lease    store.LeaseID
-	worker   *controller.Worker
+	worker   *worker.Worker
 }
 
 // zombieLag bounds how long (wall clock) a zombie stays frozen after its
@@ -690,7 +694,7 @@ func (s *sim) step(ctx context.Context, ep *episode) (bool, error) {
 					load[p.Worker]++
 				}
 			}
-			var cands []*controller.Worker
+			var cands []*worker.Worker
 			for _, w := range l.workers {
 				if load[w.ID()] > 0 {
 					cands = append(cands, w)

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
 	"github.com/weir-stream/weir/transport"
 )
 
@@ -14,7 +14,7 @@ import (
 // many seeds add up with Add.
 type Stats struct {
 	// Faults injected.
-	Crashes          map[runtime.CrashPoint]int
+	Crashes          map[job.CrashPoint]int
 	ZombieEpisodes   int // a job frozen until its partition was re-leased, then resumed
 	ZombiesExpired   int // … of which ended by lease expiry (pings lost) rather than abort
 	ZombiesNotFired  int // armed, but the target passed no crash point in time
@@ -57,7 +57,7 @@ type Stats struct {
 // Add adds o to s.
 func (s *Stats) Add(o Stats) {
 	if s.Crashes == nil {
-		s.Crashes = map[runtime.CrashPoint]int{}
+		s.Crashes = map[job.CrashPoint]int{}
 	}
 	for k, v := range o.Crashes {
 		s.Crashes[k] += v
@@ -118,10 +118,10 @@ func (b *statsBox) add(f func(*Stats)) {
 	f(&b.s)
 }
 
-func (b *statsBox) crash(p runtime.CrashPoint) {
+func (b *statsBox) crash(p job.CrashPoint) {
 	b.add(func(s *Stats) {
 		if s.Crashes == nil {
-			s.Crashes = map[runtime.CrashPoint]int{}
+			s.Crashes = map[job.CrashPoint]int{}
 		}
 		s.Crashes[p]++
 	})
@@ -131,7 +131,7 @@ func (b *statsBox) snapshot() Stats {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.s
-	s.Crashes = map[runtime.CrashPoint]int{}
+	s.Crashes = map[job.CrashPoint]int{}
 	for k, v := range b.s.Crashes {
 		s.Crashes[k] = v
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/weir-stream/weir/connector/queue"
 	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/internal/testconn"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
 )
 
@@ -152,12 +152,12 @@ func readStates(ctx context.Context, st store.Store) (map[string]int64, error) {
 
 // readOffsets returns the committed source offset of each source partition
 // (partition_states row "Reader@pX" 0x00 "source": version byte, uvarint
-// offset, …; see runtime/source.go).
+// offset, …; see job/source.go).
 func readOffsets(ctx context.Context, st store.Store, w Workload) (map[string]uint64, error) {
 	out := map[string]uint64{}
 	for i := 0; i < w.SourcePartitions; i++ {
 		p := fmt.Sprintf("p%d", i)
-		key := []byte(string(runtime.SourcePartitionID(readerComp, p)) + "\x00source")
+		key := []byte(string(plan.SourcePartitionID(readerComp, p)) + "\x00source")
 		v, ok, err := st.Get(ctx, store.PartitionStates, key)
 		if err != nil {
 			return nil, err
@@ -180,12 +180,12 @@ func readOffsets(ctx context.Context, st store.Store, w Workload) (map[string]ui
 
 // readOutbox counts, per key, the outputs in the Reader partitions'
 // outboxes (partition_output_messages "Reader@pX" 0x00 id → version byte,
-// stream, 3 uvarints, row; see runtime/msgcodec.go): source rows whose
+// stream, 3 uvarints, row; see tables/records.go): source rows whose
 // Reader epoch committed and whose delivery is not yet erased.
 func readOutbox(ctx context.Context, st store.Store, w Workload) (map[string]int, error) {
 	out := map[string]int{}
 	for i := 0; i < w.SourcePartitions; i++ {
-		prefix := []byte(string(runtime.SourcePartitionID(readerComp, fmt.Sprintf("p%d", i))) + "\x00")
+		prefix := []byte(string(plan.SourcePartitionID(readerComp, fmt.Sprintf("p%d", i))) + "\x00")
 		hi := append(append([]byte(nil), prefix[:len(prefix)-1]...), 1)
 		var derr error
 		err := st.Scan(ctx, store.Range{Table: store.OutputMessages, Lo: prefix, Hi: hi}, func(k, v []byte) bool {

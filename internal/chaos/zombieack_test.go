@@ -8,11 +8,13 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/builtin"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/internal/testconn"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
 	pstore "github.com/weir-stream/weir/store/pebble"
 	"github.com/weir-stream/weir/transport"
@@ -20,13 +22,13 @@ import (
 
 // freezeAt blocks the first passage of one crash point until released.
 type freezeAt struct {
-	point   runtime.CrashPoint
+	point   job.CrashPoint
 	frozen  chan struct{}
 	release chan struct{}
 	done    bool
 }
 
-func (f *freezeAt) Crash(_ transport.PartitionID, p runtime.CrashPoint) error {
+func (f *freezeAt) Crash(_ transport.PartitionID, p job.CrashPoint) error {
 	if p == f.point && !f.done {
 		f.done = true
 		close(f.frozen)
@@ -43,10 +45,10 @@ type zombieRig struct {
 	ctx     context.Context
 	st      store.Store
 	rows    []weir.Row
-	board   *runtime.Board
-	newJob  func(comp string, part runtime.PartitionSpec, id runtime.JobID, hooks runtime.Hooks) (*runtime.Job, store.LeaseID)
-	reader  runtime.PartitionSpec
-	counter runtime.PartitionSpec
+	board   *board.Board
+	newJob  func(comp string, part plan.PartitionSpec, id plan.JobID, hooks job.Hooks) (*job.Job, store.LeaseID)
+	reader  plan.PartitionSpec
+	counter plan.PartitionSpec
 }
 
 func newZombieRig(t *testing.T) *zombieRig {
@@ -61,27 +63,27 @@ func newZombieRig(t *testing.T) *zombieRig {
 	for i := 0; i < 30; i++ {
 		rows = append(rows, weir.Row{"key": "k" + string(rune('a'+i%5))})
 	}
-	batch := runtime.BatchPlan{MaxRows: 100, EmptyBackoff: time.Millisecond}
-	plan := &runtime.Plan{Computations: map[string]*runtime.CompPlan{
+	batch := plan.BatchPlan{MaxRows: 100, EmptyBackoff: time.Millisecond}
+	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{
 		readerComp: {Name: readerComp, Code: builtin.Passthrough(weir.KindTransform), Source: testconn.NewSource(map[string][]weir.Row{"p0": rows}),
 			SourceStream: "events", Outputs: []string{"words"}, Batch: batch},
 		counterComp: {Name: counterComp, Code: builtin.Counter(), GroupBy: []string{"key"}, Partitions: 1,
 			Inputs: []string{"words"}, Outputs: []string{"counts"}, Batch: batch,
-			Sinks: []runtime.SinkPlan{{ID: "out", InputStream: "counts", New: func() (connector.Sink, error) { return testconn.NewCollectSink("out"), nil }}}},
+			Sinks: []plan.SinkPlan{{ID: "out", InputStream: "counts", New: func() (connector.Sink, error) { return testconn.NewCollectSink("out"), nil }}}},
 	}}
-	if err := plan.Validate(); err != nil {
+	if err := pl.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	hub, board := transport.NewHub(0), runtime.NewBoard()
-	readerPart := runtime.PartitionSpec{ID: runtime.SourcePartitionID(readerComp, "p0"), SourceKey: "p0"}
-	lo, hi, toEnd := runtime.PartitionRange(0, 1)
-	counterPart := runtime.PartitionSpec{ID: runtime.KeyedPartitionID(counterComp, 0), Lo: lo, Hi: hi, ToEnd: toEnd}
-	newJob := func(comp string, part runtime.PartitionSpec, id runtime.JobID, hooks runtime.Hooks) (*runtime.Job, store.LeaseID) {
+	hub, board := transport.NewHub(0), board.NewBoard()
+	readerPart := plan.PartitionSpec{ID: plan.SourcePartitionID(readerComp, "p0"), SourceKey: "p0"}
+	lo, hi, toEnd := plan.PartitionRange(0, 1)
+	counterPart := plan.PartitionSpec{ID: plan.KeyedPartitionID(counterComp, 0), Lo: lo, Hi: hi, ToEnd: toEnd}
+	newJob := func(comp string, part plan.PartitionSpec, id plan.JobID, hooks job.Hooks) (*job.Job, store.LeaseID) {
 		lease, err := st.CreateLease(ctx, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
-		j, err := runtime.NewJob(runtime.Config{Plan: plan, Comp: plan.Computations[comp], Partition: part, JobID: id,
+		j, err := job.New(job.Config{Plan: pl, Comp: pl.Computations[comp], Partition: part, JobID: id,
 			Lease: lease, Store: st, Hub: hub, Board: board, Hooks: hooks})
 		if err != nil {
 			t.Fatal(err)
@@ -99,9 +101,9 @@ func newZombieRig(t *testing.T) *zombieRig {
 // A's lease is aborted and the replacement B started (its Init re-sends
 // the outbox). It returns B and a function that resumes A and waits for
 // its epoch to end.
-func (r *zombieRig) zombieAfterCommit() (b *runtime.Job, resumeA func()) {
+func (r *zombieRig) zombieAfterCommit() (b *job.Job, resumeA func()) {
 	t := r.t
-	freeze := &freezeAt{point: runtime.CrashAfterCommitBeforeAck, frozen: make(chan struct{}), release: make(chan struct{})}
+	freeze := &freezeAt{point: job.CrashAfterCommitBeforeAck, frozen: make(chan struct{}), release: make(chan struct{})}
 	a, leaseA := r.newJob(readerComp, r.reader, "A#1", freeze)
 	aDone := make(chan error, 1)
 	go func() { _, err := a.Epoch(r.ctx); aDone <- err }()
@@ -118,7 +120,7 @@ func (r *zombieRig) zombieAfterCommit() (b *runtime.Job, resumeA func()) {
 	}
 }
 
-func (r *zombieRig) epochs(jobs ...*runtime.Job) {
+func (r *zombieRig) epochs(jobs ...*job.Job) {
 	for i := 0; i < 20; i++ {
 		for _, j := range jobs {
 			if _, err := j.Epoch(r.ctx); err != nil {

@@ -10,7 +10,8 @@ import (
 
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/controller"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/transport"
 )
 
@@ -21,8 +22,8 @@ type poison struct {
 	on        atomic.Bool
 }
 
-func (p *poison) Crash(id transport.PartitionID, point runtime.CrashPoint) error {
-	if p.on.Load() && id == p.partition && point == runtime.CrashBeforeCommit {
+func (p *poison) Crash(id transport.PartitionID, point job.CrashPoint) error {
+	if p.on.Load() && id == p.partition && point == job.CrashBeforeCommit {
 		return errors.New("poison message")
 	}
 	return nil
@@ -37,7 +38,7 @@ func (p *poison) Crash(id transport.PartitionID, point runtime.CrashPoint) error
 func TestFailingJobBacksOff(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	bad := &poison{partition: runtime.KeyedPartitionID("Counter", 0)}
+	bad := &poison{partition: plan.KeyedPartitionID("Counter", 0)}
 	bad.on.Store(true)
 	h := New(t, Options{Seed: 36, Messages: 300, Clock: clk, Hooks: bad,
 		RestartBackoff: time.Second, RestartBackoffMax: 4 * time.Second})

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir/clock"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/plan"
 )
 
 // BenchmarkCounterPipeline measures end-to-end throughput of the keyed
@@ -16,7 +16,7 @@ import (
 //
 //	go test -run '^$' -bench CounterPipeline -count 5 ./internal/enginetest
 func BenchmarkCounterPipeline(b *testing.B) {
-	for _, mode := range []runtime.ProcessingMode{runtime.ExactlyOnce, runtime.AtLeastOnceConsistent} {
+	for _, mode := range []plan.ProcessingMode{plan.ExactlyOnce, plan.AtLeastOnceConsistent} {
 		b.Run(mode.String(), func(b *testing.B) {
 			const msgs = 20000
 			ctx := context.Background()

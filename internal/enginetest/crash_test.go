@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
+	"github.com/weir-stream/weir/plan"
 )
 
 // TestCrashPoints kills jobs at each named crash point (before commit; after
@@ -48,7 +49,7 @@ func TestCrashPoints(t *testing.T) {
 func TestAtLeastOnceConsistent(t *testing.T) {
 	ctx := context.Background()
 	t.Run("no-faults-exact", func(t *testing.T) {
-		h := New(t, Options{Seed: 5, Mode: runtime.AtLeastOnceConsistent})
+		h := New(t, Options{Seed: 5, Mode: plan.AtLeastOnceConsistent})
 		if err := h.RunToCompletion(ctx, 30*time.Second); err != nil {
 			t.Fatal(err)
 		}
@@ -61,8 +62,8 @@ func TestAtLeastOnceConsistent(t *testing.T) {
 		}
 	})
 	t.Run("restarts-duplicate-never-lose", func(t *testing.T) {
-		crashes := NewCrashes(9, 0.2, 30, runtime.CrashAfterCommitBeforeAck)
-		h := New(t, Options{Seed: 5, Mode: runtime.AtLeastOnceConsistent, Hooks: crashes, Messages: 800})
+		crashes := NewCrashes(9, 0.2, 30, job.CrashAfterCommitBeforeAck)
+		h := New(t, Options{Seed: 5, Mode: plan.AtLeastOnceConsistent, Hooks: crashes, Messages: 800})
 		if err := h.RunToCompletion(ctx, 60*time.Second); err != nil {
 			t.Fatal(err)
 		}

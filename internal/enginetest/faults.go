@@ -4,30 +4,30 @@ import (
 	"math/rand/v2"
 	"sync"
 
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
 	"github.com/weir-stream/weir/transport"
 )
 
-// Crashes is a runtime.Hooks that crashes jobs at named points, at random
+// Crashes is a job.Hooks that crashes jobs at named points, at random
 // with a seeded generator, up to a budget. It counts what it injected.
 type Crashes struct {
 	mu     sync.Mutex
 	rnd    *rand.Rand
 	prob   float64
 	budget int
-	points map[runtime.CrashPoint]bool
+	points map[job.CrashPoint]bool
 	// Injected counts crashes per point.
-	Injected map[runtime.CrashPoint]int
+	Injected map[job.CrashPoint]int
 }
 
 // NewCrashes crashes at any of points (all named points if none) with
 // probability prob per passage, at most budget times.
-func NewCrashes(seed uint64, prob float64, budget int, points ...runtime.CrashPoint) *Crashes {
+func NewCrashes(seed uint64, prob float64, budget int, points ...job.CrashPoint) *Crashes {
 	if len(points) == 0 {
 		points = AllCrashPoints
 	}
 	c := &Crashes{rnd: rand.New(rand.NewPCG(seed, 3)), prob: prob, budget: budget,
-		points: map[runtime.CrashPoint]bool{}, Injected: map[runtime.CrashPoint]int{}}
+		points: map[job.CrashPoint]bool{}, Injected: map[job.CrashPoint]int{}}
 	for _, p := range points {
 		c.points[p] = true
 	}
@@ -35,12 +35,12 @@ func NewCrashes(seed uint64, prob float64, budget int, points ...runtime.CrashPo
 }
 
 // AllCrashPoints lists the epoch's named crash points.
-var AllCrashPoints = []runtime.CrashPoint{
-	runtime.CrashBeforeCommit, runtime.CrashAfterCommitBeforeAck, runtime.CrashAfterAckBeforeErase,
+var AllCrashPoints = []job.CrashPoint{
+	job.CrashBeforeCommit, job.CrashAfterCommitBeforeAck, job.CrashAfterAckBeforeErase,
 }
 
-// Crash implements runtime.Hooks.
-func (c *Crashes) Crash(_ transport.PartitionID, p runtime.CrashPoint) error {
+// Crash implements job.Hooks.
+func (c *Crashes) Crash(_ transport.PartitionID, p job.CrashPoint) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.points[p] || c.budget <= 0 || c.rnd.Float64() >= c.prob {
@@ -48,7 +48,7 @@ func (c *Crashes) Crash(_ transport.PartitionID, p runtime.CrashPoint) error {
 	}
 	c.budget--
 	c.Injected[p]++
-	return runtime.ErrCrashed
+	return job.ErrCrashed
 }
 
 // Total returns the number of injected crashes.
@@ -67,8 +67,8 @@ func (c *Crashes) Total() int {
 // goroutine stuck on I/O. Other passages go to Inner.
 type Freezer struct {
 	Partition transport.PartitionID
-	Point     runtime.CrashPoint
-	Inner     runtime.Hooks
+	Point     job.CrashPoint
+	Inner     job.Hooks
 
 	once    sync.Once
 	frozen  chan struct{}
@@ -76,12 +76,12 @@ type Freezer struct {
 }
 
 // NewFreezer returns a freezer for partition p at point.
-func NewFreezer(p transport.PartitionID, point runtime.CrashPoint) *Freezer {
+func NewFreezer(p transport.PartitionID, point job.CrashPoint) *Freezer {
 	return &Freezer{Partition: p, Point: point, frozen: make(chan struct{}), release: make(chan struct{})}
 }
 
-// Crash implements runtime.Hooks.
-func (f *Freezer) Crash(p transport.PartitionID, point runtime.CrashPoint) error {
+// Crash implements job.Hooks.
+func (f *Freezer) Crash(p transport.PartitionID, point job.CrashPoint) error {
 	if p == f.Partition && point == f.Point {
 		hit := false
 		f.once.Do(func() { hit = true })

@@ -16,16 +16,18 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/builtin"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/controller"
-	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/internal/testconn"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
 	pstore "github.com/weir-stream/weir/store/pebble"
 	"github.com/weir-stream/weir/transport"
+	"github.com/weir-stream/weir/worker"
 )
 
 // Options shape the test pipeline:
@@ -41,11 +43,11 @@ type Options struct {
 	SourcePartitions  int
 	CounterPartitions int
 	SwiftReader       bool
-	Mode              runtime.ProcessingMode
+	Mode              plan.ProcessingMode
 	Compact           bool
 	Workers           int
 	BatchRows         int
-	Hooks             runtime.Hooks
+	Hooks             job.Hooks
 	// Clock is the store's clock; nil means a manual clock frozen at start.
 	Clock clock.Clock
 	// Store, if set, is used instead of opening a Pebble store in a temp dir.
@@ -102,11 +104,11 @@ type Harness struct {
 	T       testing.TB
 	Opts    Options
 	Store   store.Store
-	Plan    *runtime.Plan
+	Plan    *plan.Plan
 	Hub     *transport.Hub
-	Board   *runtime.Board
+	Board   *board.Board
 	Ctl     *controller.Controller
-	Workers []*controller.Worker
+	Workers []*worker.Worker
 	Source  *testconn.Source
 	// Expected maps each key to how many input messages carry it.
 	Expected map[string]int
@@ -150,9 +152,9 @@ func New(t testing.TB, o Options) *Harness {
 	if o.SwiftReader {
 		readerKind = weir.KindSwiftMap
 	}
-	batch := runtime.BatchPlan{MaxRows: o.BatchRows, EmptyBackoff: 2 * time.Millisecond}
+	batch := plan.BatchPlan{MaxRows: o.BatchRows, EmptyBackoff: 2 * time.Millisecond}
 	counterIn := "words"
-	plan := &runtime.Plan{Computations: map[string]*runtime.CompPlan{
+	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{
 		"Reader": {
 			Code: builtin.Passthrough(readerKind), Source: h.Source, SourceStream: "events",
 			Outputs: []string{"words"}, Batch: batch,
@@ -161,33 +163,42 @@ func New(t testing.TB, o Options) *Harness {
 			Code: builtin.Counter(), GroupBy: []string{"key"}, Partitions: o.CounterPartitions,
 			Mode: o.Mode, CompactDedup: o.Compact, Inputs: []string{"words"}, Outputs: []string{"counts"},
 			Batch: batch, StateCacheBytes: o.StateCacheBytes,
-			Sinks: []runtime.SinkPlan{{ID: "out", InputStream: "counts", New: func() (connector.Sink, error) {
+			Sinks: []plan.SinkPlan{{ID: "out", InputStream: "counts", New: func() (connector.Sink, error) {
 				return testconn.NewCollectSink("out"), nil
 			}}},
 		},
 	}}
 	if o.Timers {
-		c := plan.Computations["Counter"]
-		c.Code = TimerCounter()
-		c.Timers = map[string]runtime.TimerPlan{"fire": {}}
+		c := pl.Computations["Counter"]
+		c.Code = testconn.TimerCounter()
+		c.Timers = map[string]plan.TimerPlan{"fire": {}}
 	}
 	if o.ExtraStage {
-		plan.Computations["Relay"] = &runtime.CompPlan{
+		pl.Computations["Relay"] = &plan.CompPlan{
 			Code: builtin.Passthrough(weir.KindSwiftMap), GroupBy: []string{"key"}, Partitions: 2,
 			Inputs: []string{"words"}, Outputs: []string{"relayed"}, Batch: batch,
 		}
 		counterIn = "relayed"
-		plan.Computations["Counter"].Inputs = []string{counterIn}
+		pl.Computations["Counter"].Inputs = []string{counterIn}
 	}
-	h.Plan = plan
+	h.Plan = pl
 	h.Hub = transport.NewHub(64 << 10)
-	h.Board = runtime.NewBoard()
-	for i := 0; i < o.Workers; i++ {
-		h.Workers = append(h.Workers, controller.NewWorker(fmt.Sprintf("w%d", i), st))
-	}
+	h.Board = board.NewBoard()
+	h.Workers = h.newWorkers()
 	h.Ctl = h.NewController()
 	t.Cleanup(h.stopAll)
 	return h
+}
+
+// newWorkers builds the harness's workers over its current plan, store,
+// hub and board (a process restart builds new ones).
+func (h *Harness) newWorkers() []*worker.Worker {
+	env := worker.Env{Plan: h.Plan, Store: h.Store, Hub: h.Hub, Board: h.Board, Hooks: h.Opts.Hooks, Logf: h.logf}
+	ws := make([]*worker.Worker, h.Opts.Workers)
+	for i := range ws {
+		ws[i] = worker.New(fmt.Sprintf("w%d", i), h.Store, env)
+	}
+	return ws
 }
 
 // NewController builds a controller over the harness's plan, store, hub,
@@ -209,10 +220,11 @@ func (h *Harness) NewController() *controller.Controller {
 		backoff = -1
 	}
 	ctl, err := controller.New(controller.Config{
-		Plan: h.Plan, Store: h.Store, Hub: h.Hub, Board: h.Board, Workers: h.Workers,
+		Plan: h.Plan, Store: h.Store, Hub: h.Hub, Board: h.Board, Workers: worker.ForController(h.Workers),
 		LeaseTimeout: lt, LeasePingPeriod: lt / 5, LostWorkerTimeout: lost,
 		RestartBackoff: backoff, RestartBackoffMax: o.RestartBackoffMax, SourceRelistPeriod: o.SourceRelistPeriod,
-		Hooks: o.Hooks, Rand: rand.New(rand.NewPCG(o.Seed, 11)), Logf: h.logf,
+		Rand: rand.New(rand.NewPCG(o.Seed, 11)), Logf: h.logf,
+		Warnf: func(format string, args ...any) { h.logf("warn: "+format, args...) },
 	})
 	if err != nil {
 		h.T.Fatalf("controller: %v", err)
@@ -282,20 +294,7 @@ func tail(s string, n int) string {
 
 // Counts returns, per key, the counts the sink committed, sorted.
 func (h *Harness) Counts(ctx context.Context) (map[string][]int64, error) {
-	rows, err := testconn.ReadCollected(ctx, h.Store, "out")
-	if err != nil {
-		return nil, err
-	}
-	res := map[string][]int64{}
-	for _, r := range rows {
-		k, _ := r.Row["key"].(string)
-		c, _ := r.Row["count"].(int64)
-		res[k] = append(res[k], c)
-	}
-	for k := range res {
-		sort.Slice(res[k], func(i, j int) bool { return res[k][i] < res[k][j] })
-	}
-	return res, nil
+	return testconn.CountsOf(ctx, h.Store, "out")
 }
 
 // CheckExactlyOnce verifies the oracle: for every key with n inputs, the
@@ -306,27 +305,7 @@ func (h *Harness) CheckExactlyOnce(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var bad []string
-	keys := map[string]bool{}
-	for k := range got {
-		keys[k] = true
-	}
-	for k := range h.Expected {
-		keys[k] = true
-	}
-	for k := range keys {
-		n := h.Expected[k]
-		c := got[k]
-		ok := len(c) == n
-		for i := 0; ok && i < n; i++ {
-			ok = c[i] == int64(i+1)
-		}
-		if !ok {
-			bad = append(bad, fmt.Sprintf("key %s: want counts 1..%d, got %v", k, n, summarize(c)))
-		}
-	}
-	sort.Strings(bad)
-	return bad, nil
+	return testconn.ExactlyOnce(got, h.Expected), nil
 }
 
 // RequireExactlyOnce reports every violation of the exactly-once oracle as
@@ -365,42 +344,6 @@ func (h *Harness) CheckAtLeastOnce(ctx context.Context) (dups int, bad []string,
 	}
 	sort.Strings(bad)
 	return dups, bad, nil
-}
-
-func summarize(c []int64) string {
-	if len(c) <= 12 {
-		return fmt.Sprint(c)
-	}
-	return fmt.Sprintf("%v … %v (%d values)", c[:6], c[len(c)-6:], len(c))
-}
-
-var fired = weir.NewState[int64]("fired")
-
-// TimerCounter is a Transform with an event-time timer stream "fire": every
-// message registers a timer at its event time plus one second (event times
-// are distinct, so no two timers of a key coincide), and each fired timer
-// increments the key's count and emits {"key", "count"}. The oracle is the
-// counter's: counts 1..n once each, now driven by timers.
-func TimerCounter() weir.Computation {
-	return weir.Computation{
-		Kind: weir.KindTransform,
-		OnMessage: func(ctx weir.Context, msg *weir.Message, out weir.Output) error {
-			return out.AddTimer("fire", weir.TimerRequest{Trigger: msg.EventTimestamp.Add(time.Second)})
-		},
-		OnTimer: func(ctx weir.Context, t *weir.Timer, out weir.Output) error {
-			n, err := fired.Get(ctx)
-			if err != nil {
-				return err
-			}
-			n++
-			fired.Set(ctx, n)
-			k, err := codec.DecodeKey([]byte(ctx.Key().Encoded))
-			if err != nil || len(k) != 1 {
-				return fmt.Errorf("timer key: %v", err)
-			}
-			return out.Add("counts", weir.Row{"key": k[0], "count": n})
-		},
-	}
 }
 
 // sourceRows returns the generated input, per source partition.

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/controller"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/transport"
 )
@@ -139,7 +141,7 @@ func TestBackpressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < h.Opts.CounterPartitions; i++ {
-		p := runtime.KeyedPartitionID("Counter", i)
+		p := plan.KeyedPartitionID("Counter", i)
 		if hw := h.Hub.HighWater(p); hw > bound+512 {
 			t.Errorf("buffer of %s reached %d bytes, bound %d", p, hw, bound)
 		}
@@ -191,11 +193,11 @@ func randomScenario(t *testing.T, seed uint64) error {
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	crashes := NewCrashes(seed, 0.03+r.Float64()*0.07, 10+r.IntN(30))
 	swift := r.IntN(2) == 0
-	target := runtime.KeyedPartitionID("Counter", 0)
+	target := plan.KeyedPartitionID("Counter", 0)
 	if swift {
-		target = runtime.SourcePartitionID("Reader", "p0")
+		target = plan.SourcePartitionID("Reader", "p0")
 	}
-	freezer := NewFreezer(target, runtime.CrashBeforeCommit)
+	freezer := NewFreezer(target, job.CrashBeforeCommit)
 	freezer.Inner = crashes
 	var fs *FaultStore
 	o := Options{
@@ -240,4 +242,90 @@ func randomScenario(t *testing.T, seed uint64) error {
 	}
 	t.Logf("crashes %v, zombie commits attempted %d, controller %+v", crashes.Injected, attempts, h.Ctl.Stats())
 	return nil
+}
+
+// TestNewRunAfterCompletion (issue 13 item 1): a completed run is final,
+// but a controller loading the pipeline later (a new 'weir run') finds it
+// stopped — drained — and starts a new run that processes the rows the
+// finite source got since, exactly once across both runs. The shapes
+// cover a Transform reader, a Swift reader, and a Swift middle stage (a
+// completed writer's persisted watermark must stay below what the next
+// run emits, or the next stage drops it as processed).
+func TestNewRunAfterCompletion(t *testing.T) {
+	for _, o := range []Options{
+		{Seed: 41},
+		{Seed: 42, SwiftReader: true},
+		{Seed: 43, SwiftReader: true, ExtraStage: true, Compact: true},
+	} {
+		t.Run(fmt.Sprintf("swift=%v/extra=%v", o.SwiftReader, o.ExtraStage), func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			o.Clock, o.Messages = clk, 400
+			h := New(t, o)
+			step := func() { clk.Advance(50 * time.Millisecond) }
+			if err := h.RunUntil(ctx, 60*time.Second, func() bool { return h.Ctl.State() == controller.Completed }, step); err != nil {
+				t.Fatal(err)
+			}
+			h.RequireExactlyOnce(ctx)
+
+			h.restartProcess(ctx)
+			if s := h.Ctl.State(); s != controller.Stopped || !h.Ctl.PreviousRunCompleted() {
+				t.Fatalf("a completed pipeline loads as %s (previous run completed: %v), want stopped", s, h.Ctl.PreviousRunCompleted())
+			}
+			for i := 0; i < 150; i++ {
+				k := fmt.Sprintf("k%03d", i%7)
+				h.Source.Append(fmt.Sprintf("p%d", i%2), weir.Row{"key": k, "seq": int64(o.Messages + i), "event_ts": int64(o.Messages+i) * int64(time.Millisecond)})
+				h.Expected[k]++
+			}
+			if err := h.Ctl.SetTarget(controller.Working); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.RunUntil(ctx, 60*time.Second, func() bool { return h.Ctl.State() == controller.Completed }, step); err != nil {
+				t.Fatal(err)
+			}
+			h.RequireExactlyOnce(ctx)
+		})
+	}
+}
+
+// TestHaltPausesAndResumesExactlyOnce (issue 13 item 3, the hard stop of a
+// drain that timed out): Halt during a drain removes every job at once
+// (leases aborted), Run returns paused, the paused state is persisted, and
+// a later run resumes and completes exactly once.
+func TestHaltPausesAndResumesExactlyOnce(t *testing.T) {
+	ctx := context.Background()
+	h := New(t, Options{Seed: 45, Messages: 3000, BatchRows: 20})
+	n := 0
+	if err := h.RunUntil(ctx, 30*time.Second, func() bool { n++; return n > 5 }, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Ctl.SetTarget(controller.Stopped); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Cycle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.Ctl.Halt()
+	runCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	state, err := h.Ctl.Run(runCtx)
+	if err != nil || state != controller.Paused {
+		t.Fatalf("Run after Halt returned %s, %v; want paused", state, err)
+	}
+	for _, p := range h.Ctl.Partitions() {
+		if p.Job != "" {
+			t.Errorf("partition %s still has job %s after the hard stop", p.Partition, p.Job)
+		}
+	}
+	if v, ok, err := h.Store.Get(ctx, store.FlowState, []byte("pipeline_state")); err != nil || !ok || string(v) != string(controller.Paused) {
+		t.Fatalf("persisted state %q (%v, %v), want paused", v, ok, err)
+	}
+	h.restartProcess(ctx)
+	if err := h.Ctl.SetTarget(controller.Working); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.RunToCompletion(ctx, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	h.RequireExactlyOnce(ctx)
 }

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/builtin"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/controller"
 	"github.com/weir-stream/weir/internal/testconn"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/plan"
+	"github.com/weir-stream/weir/tables"
 	"github.com/weir-stream/weir/transport"
 )
 
@@ -39,8 +41,9 @@ func (h *Harness) restartProcess(ctx context.Context) {
 	for _, w := range h.Workers {
 		w.Shutdown()
 	}
-	h.Board = runtime.NewBoard()
+	h.Board = board.NewBoard()
 	h.Hub = transport.NewHub(64 << 10)
+	h.Workers = h.newWorkers()
 	h.Ctl = h.NewController()
 	if err := h.Ctl.Load(ctx); err != nil {
 		h.T.Fatal(err)
@@ -125,9 +128,9 @@ func TestCompletedComputationEmitsAgain(t *testing.T) {
 			// A second source that never ends keeps the pipeline from completing.
 			other := testconn.NewSource(map[string][]weir.Row{"q0": nil})
 			other.Infinite = true
-			h.Plan.Computations["Other"] = &runtime.CompPlan{Code: builtin.Passthrough(weir.KindTransform),
+			h.Plan.Computations["Other"] = &plan.CompPlan{Code: builtin.Passthrough(weir.KindTransform),
 				Source: other, SourceStream: "more", Outputs: []string{"other"},
-				Batch: runtime.BatchPlan{MaxRows: 10, EmptyBackoff: 2 * time.Millisecond}}
+				Batch: plan.BatchPlan{MaxRows: 10, EmptyBackoff: 2 * time.Millisecond}}
 			h.Plan.Computations["Counter"].Inputs = []string{"words", "other"}
 			h.Ctl = h.NewController()
 			step := func() { clk.Advance(100 * time.Millisecond) }
@@ -137,7 +140,7 @@ func TestCompletedComputationEmitsAgain(t *testing.T) {
 					return false
 				}
 				// Wait for the dedup GC below the completed stream's watermark.
-				floor, err := runtime.DedupFloor(ctx, h.Store, "Counter", "words")
+				floor, err := tables.DedupFloor(ctx, h.Store, "Counter", "words")
 				return err == nil && floor != 0 && floor == h.Board.Control("Counter").InputSystemWM["words"]
 			}, step); err != nil {
 				t.Fatal(err)
@@ -154,7 +157,7 @@ func TestCompletedComputationEmitsAgain(t *testing.T) {
 				h.Expected[k]++
 			}
 			if err := h.RunUntil(ctx, 30*time.Second, func() bool { return h.total(ctx) == n+50 }, step); err != nil {
-				floor, _ := runtime.DedupFloor(ctx, h.Store, "Counter", "words")
+				floor, _ := tables.DedupFloor(ctx, h.Store, "Counter", "words")
 				t.Fatalf("the rows of the later run were not all counted (dedup floor of Counter/words %v): %v", floor, err)
 			}
 			h.RequireExactlyOnce(ctx)

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/controller"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/transport"
 )
@@ -17,9 +19,9 @@ import (
 // Reader's outputs stay undelivered in its outbox.
 type gate struct{ closed atomic.Bool }
 
-func (g *gate) Crash(p transport.PartitionID, point runtime.CrashPoint) error {
-	if g.closed.Load() && point == runtime.CrashBeforeCommit && strings.HasPrefix(string(p), "Counter/") {
-		return runtime.ErrCrashed
+func (g *gate) Crash(p transport.PartitionID, point job.CrashPoint) error {
+	if g.closed.Load() && point == job.CrashBeforeCommit && strings.HasPrefix(string(p), "Counter/") {
+		return job.ErrCrashed
 	}
 	return nil
 }
@@ -114,7 +116,7 @@ func TestReportOfRemovedJobIgnored(t *testing.T) {
 	}
 	ghosts := 0
 	for _, p := range h.Ctl.Partitions() {
-		h.Board.Post(runtime.Status{Partition: p.Partition, Job: runtime.JobID(string(p.Partition) + "#ghost"),
+		h.Board.Post(board.Status{Partition: p.Partition, Job: plan.JobID(string(p.Partition) + "#ghost"),
 			At: h.Store.Now(), Drained: true, Quiet: true, DrainingSeen: true, UpstreamDoneSeen: true})
 		ghosts++
 	}

@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/builtin"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/internal/testconn"
+	"github.com/weir-stream/weir/job"
 	"github.com/weir-stream/weir/msgid"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
 	pstore "github.com/weir-stream/weir/store/pebble"
 	"github.com/weir-stream/weir/transport"
@@ -38,23 +40,23 @@ func TestSwiftReplayIdenticalIDs(t *testing.T) {
 		rows["p0"] = append(rows["p0"], weir.Row{"key": fmt.Sprintf("k%d", i%7)})
 	}
 	src := testconn.NewSource(rows)
-	plan := &runtime.Plan{Computations: map[string]*runtime.CompPlan{
+	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{
 		"Reader": {Code: builtin.Passthrough(weir.KindSwiftMap), Source: src, SourceStream: "events",
-			Outputs: []string{"words"}, Batch: runtime.BatchPlan{MaxRows: 13}},
+			Outputs: []string{"words"}, Batch: plan.BatchPlan{MaxRows: 13}},
 		"Down": {Code: builtin.Counter(), GroupBy: []string{"key"}, Partitions: 1,
 			Inputs: []string{"words"}, Outputs: []string{"out"}},
 	}}
-	if err := plan.Validate(); err != nil {
+	if err := pl.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	hub, board := transport.NewHub(1<<20), runtime.NewBoard()
+	hub, board := transport.NewHub(1<<20), board.NewBoard()
 	runJob := func(epochs int) store.LeaseID {
 		lease, err := st.CreateLease(ctx, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		j, err := runtime.NewJob(runtime.Config{Plan: plan, Comp: plan.Computations["Reader"],
-			Partition: runtime.PartitionSpec{ID: runtime.SourcePartitionID("Reader", "p0"), SourceKey: "p0"},
+		j, err := job.New(job.Config{Plan: pl, Comp: pl.Computations["Reader"],
+			Partition: plan.PartitionSpec{ID: plan.SourcePartitionID("Reader", "p0"), SourceKey: "p0"},
 			JobID:     "j", Lease: lease, Store: st, Hub: hub, Board: board})
 		if err != nil {
 			t.Fatal(err)
@@ -71,7 +73,7 @@ func TestSwiftReplayIdenticalIDs(t *testing.T) {
 		return lease
 	}
 	fetchAll := func() []msgid.ID {
-		r := hub.Attach(runtime.KeyedPartitionID("Down", 0))
+		r := hub.Attach(plan.KeyedPartitionID("Down", 0))
 		defer r.Detach()
 		var ids []msgid.ID
 		for _, d := range r.Fetch(1<<20, 1<<30) {
@@ -119,15 +121,15 @@ func batcher() weir.Computation {
 // is an error.
 func TestSwiftBatching(t *testing.T) {
 	ctx := context.Background()
-	build := func(allow bool, hooks runtime.Hooks) (*Harness, error) {
+	build := func(allow bool, hooks job.Hooks) (*Harness, error) {
 		h := New(t, Options{Seed: 12, Messages: 400, Hooks: hooks})
 		p := h.Plan.Computations
-		p["Batcher"] = &runtime.CompPlan{Code: batcher(), GroupBy: []string{"key"}, Partitions: 2,
+		p["Batcher"] = &plan.CompPlan{Code: batcher(), GroupBy: []string{"key"}, Partitions: 2,
 			AllowBatching: allow, Inputs: []string{"words"}, Outputs: []string{"batches"},
-			Batch: runtime.BatchPlan{MaxRows: 50, EmptyBackoff: 2 * time.Millisecond}}
+			Batch: plan.BatchPlan{MaxRows: 50, EmptyBackoff: 2 * time.Millisecond}}
 		p["Counter"].Inputs = []string{"batches"}
 		p["Counter"].Code = builtin.Passthrough(weir.KindTransform)
-		p["Counter"].Sinks = []runtime.SinkPlan{{ID: "out", InputStream: "counts", New: func() (connector.Sink, error) {
+		p["Counter"].Sinks = []plan.SinkPlan{{ID: "out", InputStream: "counts", New: func() (connector.Sink, error) {
 			return testconn.NewCollectSink("out"), nil
 		}}}
 		h.Ctl = h.NewController()

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
 )
 
 // TestTimers drives the counter by event-time timers: every message sets a
@@ -21,8 +21,8 @@ func TestTimers(t *testing.T) {
 		hooks *Crashes
 	}{
 		{"no-faults", nil},
-		{"crash-before-commit", NewCrashes(4, 0.1, 30, runtime.CrashBeforeCommit)},
-		{"crash-after-commit", NewCrashes(5, 0.1, 30, runtime.CrashAfterCommitBeforeAck)},
+		{"crash-before-commit", NewCrashes(4, 0.1, 30, job.CrashBeforeCommit)},
+		{"crash-after-commit", NewCrashes(5, 0.1, 30, job.CrashAfterCommitBeforeAck)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := Options{Seed: 6, Timers: true, Messages: 600}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir/clock"
-	"github.com/weir-stream/weir/runtime"
+	"github.com/weir-stream/weir/job"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/transport"
 )
@@ -19,7 +19,7 @@ import (
 func zombieRun(t *testing.T, p transport.PartitionID, expire bool) {
 	ctx := context.Background()
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	freezer := NewFreezer(p, runtime.CrashBeforeCommit)
+	freezer := NewFreezer(p, job.CrashBeforeCommit)
 	var fs *FaultStore
 	o := Options{Seed: 3, Clock: clk, Hooks: freezer, Messages: 600,
 		Wrap: func(st store.Store) store.Store { fs = NewFaultStore(st, 1); return fs }}

@@ -165,3 +165,32 @@ func ReadCollected(ctx context.Context, st store.Store, sinkID string) ([]Collec
 	}
 	return out, err
 }
+
+var fired = weir.NewState[int64]("fired")
+
+// TimerCounter is a Transform with an event-time timer stream "fire": every
+// message registers a timer at its event time plus one second (event times
+// are distinct, so no two timers of a key coincide), and each fired timer
+// increments the key's count and emits {"key", "count"}. The oracle is the
+// counter's: counts 1..n once each, now driven by timers.
+func TimerCounter() weir.Computation {
+	return weir.Computation{
+		Kind: weir.KindTransform,
+		OnMessage: func(ctx weir.Context, msg *weir.Message, out weir.Output) error {
+			return out.AddTimer("fire", weir.TimerRequest{Trigger: msg.EventTimestamp.Add(time.Second)})
+		},
+		OnTimer: func(ctx weir.Context, t *weir.Timer, out weir.Output) error {
+			n, err := fired.Get(ctx)
+			if err != nil {
+				return err
+			}
+			n++
+			fired.Set(ctx, n)
+			k, err := codec.DecodeKey([]byte(ctx.Key().Encoded))
+			if err != nil || len(k) != 1 {
+				return fmt.Errorf("timer key: %v", err)
+			}
+			return out.Add("counts", weir.Row{"key": k[0], "count": n})
+		},
+	}
+}

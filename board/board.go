@@ -1,0 +1,224 @@
+// Package board is the exchange between a pipeline's jobs and its
+// controller: jobs post their status after every epoch, the controller
+// posts each computation's control (watermarks, draining, upstream done)
+// and reads the statuses. The embedded engine keeps it in memory; a
+// network deployment carries the same data in worker heartbeats.
+package board
+
+import (
+	"sync"
+	"time"
+
+	"github.com/weir-stream/weir/plan"
+
+	"github.com/weir-stream/weir/internal/invariants"
+	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/transport"
+)
+
+// Status is what a job reports about its partition after every epoch (the
+// embedded form of Flow's heartbeat job status).
+type Status struct {
+	Partition   transport.PartitionID
+	Computation string
+	Job         plan.JobID
+	// Epoch is the timestamp of the job's last epoch.
+	Epoch store.Timestamp
+	// At is when the status was posted, by the store's clock. A job whose
+	// status goes stale is lost (stuck, or its worker is gone).
+	At time.Time
+	// SystemWM maps each output stream to a lower bound of the
+	// SystemTimestamp of every output on it that is not yet delivered, now or
+	// in the future. The controller takes the minimum over writers as the
+	// stream's SystemWatermark.
+	SystemWM map[string]store.Timestamp
+	// EventWM is the partition's event-time watermark for its outputs;
+	// EventIdle says the partition is idle and must not hold it back.
+	EventWM   time.Time
+	EventIdle bool
+	// Drained: nothing of the partition is in flight — no buffered or
+	// unacknowledged input, no undelivered output, no pending timer, and for a
+	// finite source, the end has been read and committed.
+	Drained bool
+	// AppliedInputWM echoes the input SystemWatermarks the job's epochs use
+	// from now on. The controller garbage-collects a stream's dedup rows only
+	// below the minimum every partition has applied: a job whose epoch
+	// started with an older watermark could otherwise look up a row deleted
+	// under it and process a re-sent message twice.
+	AppliedInputWM map[string]store.Timestamp
+	// Quiet: nothing of the partition is in flight (no buffered or
+	// unacknowledged input, no undelivered output); timers may remain.
+	Quiet bool
+	// DrainingSeen echoes the control's Draining at the time of the report.
+	DrainingSeen bool
+	// SinkFailures maps a sink id to the error that stopped its delivery
+	// (for example an HTTP sink whose retries ran out): the partition's
+	// progress through that sink is stopped until the job restarts, so the
+	// controller treats it as a job failure — it removes the job (aborting
+	// its lease) and restarts the partition with backoff.
+	SinkFailures map[string]string
+	// UpstreamDoneSeen echoes the control's UpstreamDone at the time of the
+	// report, so the controller knows Drained was computed after it.
+	UpstreamDoneSeen bool
+}
+
+// Control is what the controller tells a computation's jobs.
+type Control struct {
+	// InputSystemWM maps each input stream to its SystemWatermark.
+	InputSystemWM map[string]store.Timestamp
+	// EventWM is the computation's input event-time watermark.
+	EventWM time.Time
+	// UpstreamDone: every upstream computation has completed, so no input
+	// will ever arrive again.
+	UpstreamDone bool
+	// Draining: stop reading sources and firing timers; finish what is in flight.
+	Draining bool
+}
+
+// Counters are cumulative per-computation counts of epoch work, summed over
+// all its jobs (restarts included: re-processed inputs count again).
+type Counters struct {
+	Epochs     uint64
+	Commits    uint64
+	Inputs     uint64 // fresh inputs processed
+	Duplicates uint64 // inputs found already processed and dropped
+	Outputs    uint64
+}
+
+func (c *Counters) add(d Counters) {
+	c.Epochs += d.Epochs
+	c.Commits += d.Commits
+	c.Inputs += d.Inputs
+	c.Duplicates += d.Duplicates
+	c.Outputs += d.Outputs
+}
+
+// Board is the in-process exchange between jobs and the controller: jobs
+// post statuses, the controller posts controls. A network deployment carries
+// the same data in worker heartbeats.
+//
+// Ownership: the controller tells the board which job owns each partition
+// (Assign when it starts a job, Release when it removes one). From then on
+// the board keeps only statuses posted by the partition's current owner: a
+// replaced job (a zombie: frozen, on a lost worker, or simply slow to exit)
+// may still post, and its report — a watermark, "drained", "quiet" — describes
+// a life of the partition that is over. Such posts are dropped and counted
+// (DroppedPosts). Assign and Release also forget the previous status, so
+// that every decision the controller bases on a status reads one posted by
+// the job that runs the partition now. A partition the controller never
+// assigned (a board used without a controller, in tests) accepts any post.
+type Board struct {
+	mu       sync.Mutex
+	statuses map[transport.PartitionID]Status
+	owners   map[transport.PartitionID]plan.JobID // "" = assigned to no job
+	dropped  int
+	controls map[string]Control
+	counters map[string]*Counters
+}
+
+// NewBoard returns an empty board.
+func NewBoard() *Board {
+	return &Board{statuses: map[transport.PartitionID]Status{}, owners: map[transport.PartitionID]plan.JobID{},
+		controls: map[string]Control{}, counters: map[string]*Counters{}}
+}
+
+// Assign makes job the owner of partition p and forgets p's last status (it
+// was posted by an earlier job). The controller calls it before the job
+// starts, so the job's first post is accepted.
+func (b *Board) Assign(p transport.PartitionID, job plan.JobID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.owners[p] = job
+	delete(b.statuses, p)
+}
+
+// Release records that partition p has no job any more and forgets its last
+// status: until the next Assign every post for p is dropped.
+func (b *Board) Release(p transport.PartitionID) { b.Assign(p, "") }
+
+// DroppedPosts returns how many posts came from a job that did not own its
+// partition at the time (replaced or removed jobs).
+func (b *Board) DroppedPosts() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.dropped
+}
+
+// AddCounters adds an epoch's counts to a computation's totals.
+func (b *Board) AddCounters(comp string, d Counters) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c, ok := b.counters[comp]
+	if !ok {
+		c = &Counters{}
+		b.counters[comp] = c
+	}
+	c.add(d)
+}
+
+// Counters returns a copy of every computation's totals.
+func (b *Board) Counters() map[string]Counters {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]Counters, len(b.counters))
+	for k, v := range b.counters {
+		out[k] = *v
+	}
+	return out
+}
+
+// Statuses returns a copy of every partition's last status.
+func (b *Board) Statuses() map[transport.PartitionID]Status {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[transport.PartitionID]Status, len(b.statuses))
+	for k, v := range b.statuses {
+		out[k] = v
+	}
+	return out
+}
+
+// Post records a job's status, unless the partition is assigned to another
+// job (or to none): then the post is dropped and counted.
+func (b *Board) Post(s Status) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if owner, assigned := b.owners[s.Partition]; assigned && owner != s.Job {
+		b.dropped++
+		return
+	}
+	b.statuses[s.Partition] = s
+}
+
+// Status returns the last status of partition p posted by its current job.
+func (b *Board) Status(p transport.PartitionID) (Status, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.statuses[p]
+	return s, ok
+}
+
+// SetControl publishes the control of a computation. Published watermarks
+// never decrease (checked under invariants): a job's epoch relies on "every
+// message below the SystemWatermark is processed" and on event time moving
+// forward, and a job started later reads only the newest control.
+func (b *Board) SetControl(comp string, c Control) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if invariants.Enabled {
+		if prev, ok := b.controls[comp]; ok {
+			for s, w := range prev.InputSystemWM {
+				invariants.Check(c.InputSystemWM[s] >= w, "SystemWatermark of %s for %s went down: %v → %v", s, comp, w, c.InputSystemWM[s])
+			}
+			invariants.Check(!c.EventWM.Before(prev.EventWM), "event watermark of %s went down: %v → %v", comp, prev.EventWM, c.EventWM)
+		}
+	}
+	b.controls[comp] = c
+}
+
+// Control returns the control of a computation.
+func (b *Board) Control(comp string) Control {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.controls[comp]
+}

@@ -1,0 +1,272 @@
+package job
+
+// Delivery: an output's destinations are every sink reading its stream and
+// every downstream partition its receivers route it to. Sinks get it during
+// the epoch (a sync sink writes it inside the epoch's transaction);
+// downstream partitions only after the commit. Acknowledgements from both
+// arrive on any goroutine and are queued for the job's goroutine.
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
+	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/plan"
+	"github.com/weir-stream/weir/tables"
+	"github.com/weir-stream/weir/transport"
+)
+
+type pendingOffer struct {
+	msg      *weir.Message
+	size     int
+	dest     transport.PartitionID
+	ack      transport.AckFunc
+	maybeDup bool
+}
+
+// ackQueue collects callbacks from other goroutines for the job's goroutine.
+type ackQueue struct {
+	mu    sync.Mutex
+	items []func()
+}
+
+func (q *ackQueue) push(f func()) {
+	q.mu.Lock()
+	q.items = append(q.items, f)
+	q.mu.Unlock()
+}
+
+func (q *ackQueue) drain() {
+	q.mu.Lock()
+	items := q.items
+	q.items = nil
+	q.mu.Unlock()
+	for _, f := range items {
+		f()
+	}
+}
+
+// sinksPending reports whether a sink has progress to record.
+func (j *Job) sinksPending() bool {
+	for _, s := range j.sinks {
+		if p, ok := s.sink.(connector.PendingSyncer); ok && p.PendingSync() {
+			return true
+		}
+	}
+	return false
+}
+
+// fetchInputs takes a batch from the transport and computes each message's
+// key under this computation's group_by. The message struct is copied: the
+// sender keeps its own. A message whose key cannot be computed fails the
+// epoch, naming it: grouping it under some other key would silently change
+// results. (Senders check their outputs' keys before they commit them, so
+// this happens only to data written before that check existed.)
+func (j *Job) fetchInputs() ([]*weir.Message, error) {
+	raw := j.recv.Fetch(j.comp.Batch.MaxRows, j.comp.Batch.MaxBytes)
+	out := make([]*weir.Message, 0, len(raw))
+	for _, d := range raw {
+		m := d.Msg
+		if d.MaybeDuplicate {
+			j.suspect[m.ID] = true
+		}
+		cp := *m
+		k, err := j.comp.KeyOf(cp.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("job %s: input %s on stream %s: %w", j.cfg.Partition.ID, m.ID, m.Stream, err)
+		}
+		cp.Key = k
+		out = append(out, &cp)
+	}
+	return out, nil
+}
+
+// register gives an output its destinations: every sink consuming its
+// stream and every downstream partition. Sinks get it now (a sync sink
+// writes it inside this epoch's transaction); downstream partitions only
+// after the commit (distribute).
+func (j *Job) register(m *weir.Message, persisted bool) {
+	dests := len(j.routes[m.Stream])
+	var sinks []*sinkInstance
+	for _, s := range j.sinks {
+		if s.plan.InputStream == m.Stream {
+			sinks = append(sinks, s)
+		}
+	}
+	dests += len(sinks)
+	if j.comp.Swift() {
+		j.swift.expect(m, dests)
+		return
+	}
+	out := j.box.add(m, dests, persisted)
+	for _, s := range sinks {
+		done := j.onDelivered(out, m.ID, s.plan.ID)
+		if a, ok := s.sink.(connector.AtMostOnce); persisted && ok && a.DeliversAtMostOnce() {
+			// Reloaded after a restart: an earlier life may have handed it
+			// to this sink already (connector.AtMostOnce).
+			done(nil)
+			continue
+		}
+		s.sink.Distribute(m, done)
+	}
+}
+
+// onDelivered returns the done callback of one destination of an output.
+func (j *Job) onDelivered(out *output, id msgid.ID, dest string) func(error) {
+	var once sync.Once
+	return func(err error) {
+		once.Do(func() {
+			if err != nil {
+				j.cfg.Logf("%s: output %s to %s failed: %v (kept in the outbox)", j.cfg.Partition.ID, id, dest, err)
+				return
+			}
+			j.acks.push(func() { j.box.ack(out) })
+		})
+	}
+}
+
+// outputSuspect says which of this epoch's outputs may have been delivered
+// before: a Swift output recomputed from a suspect input (its id is
+// inherited, so an earlier life may have sent it). A Transform output has a
+// fresh id and has never been sent.
+func (j *Job) outputSuspect(outs []*weir.Message, lineage [][]*weir.Message) func(*weir.Message) bool {
+	if !j.comp.Swift() || len(j.suspect) == 0 {
+		return func(*weir.Message) bool { return false }
+	}
+	sus := make(map[msgid.ID]bool)
+	for i, m := range outs {
+		for _, p := range lineage[i] {
+			if j.suspect[p.ID] {
+				sus[m.ID] = true
+				break
+			}
+		}
+	}
+	return func(m *weir.Message) bool { return sus[m.ID] }
+}
+
+// destinations computes, before an epoch commits its outputs, the
+// receiving partition of each output for every computation reading its
+// stream (index-aligned with outs). An output lacking a column its
+// receiver groups by fails the epoch, naming the output, the computation
+// and the column: the user code must be fixed, and nothing is committed.
+func (j *Job) destinations(outs []*weir.Message) ([][]transport.PartitionID, error) {
+	dests := make([][]transport.PartitionID, len(outs))
+	for i, m := range outs {
+		routes := j.routes[m.Stream]
+		if len(routes) == 0 {
+			continue
+		}
+		d := make([]transport.PartitionID, len(routes))
+		for ri, r := range routes {
+			k, err := r.KeyOf(m.Payload)
+			if err != nil {
+				return nil, fmt.Errorf("computation %s: output %s on stream %s cannot be routed to %s: %w", j.comp.Name, m.ID, m.Stream, r.Name, err)
+			}
+			d[ri] = plan.KeyedPartitionID(r.Name, plan.PartitionIndex(k.Hash, r.Partitions))
+		}
+		dests[i] = d
+	}
+	return dests, nil
+}
+
+// distribute offers outputs to the downstream partitions dests names
+// (from destinations); maybeDup says which may have been delivered before.
+func (j *Job) distribute(outs []*weir.Message, dests [][]transport.PartitionID, maybeDup func(*weir.Message) bool) {
+	for i, m := range outs {
+		if len(dests[i]) == 0 {
+			continue
+		}
+		dup := maybeDup(m)
+		size := tables.MessageSize(m) // once per output, not per destination or retry
+		for _, dest := range dests[i] {
+			j.offer(pendingOffer{msg: m, size: size, dest: dest, ack: j.downstreamAck(m), maybeDup: dup})
+		}
+	}
+}
+
+func (j *Job) downstreamAck(m *weir.Message) transport.AckFunc {
+	if j.comp.Swift() {
+		return func(msgid.ID) { j.acks.push(func() { j.swift.delivered(m.ID) }) }
+	}
+	out := j.box.entries[m.ID]
+	if out == nil {
+		// Already delivered to every destination; nothing to track.
+		return func(msgid.ID) {}
+	}
+	return func(msgid.ID) { j.acks.push(func() { j.box.ack(out) }) }
+}
+
+// offer hands o to its destination, or queues it behind the offers to the
+// same destination that are still waiting for room.
+func (j *Job) offer(o pendingOffer) {
+	if j.waiting[o.dest] == 0 && j.cfg.Hub.Offer(j.sender, o.dest, o.msg, o.size, o.ack, o.maybeDup) {
+		return
+	}
+	j.pending = append(j.pending, o)
+	j.waiting[o.dest]++
+}
+
+// retryOffers re-offers waiting outputs in order; per destination it stops
+// at the first refusal, so each destination receives them in emission order.
+func (j *Job) retryOffers() {
+	if len(j.pending) == 0 {
+		return
+	}
+	blocked := map[transport.PartitionID]bool{}
+	keep := j.pending[:0]
+	for _, o := range j.pending {
+		if blocked[o.dest] || !j.cfg.Hub.Offer(j.sender, o.dest, o.msg, o.size, o.ack, o.maybeDup) {
+			blocked[o.dest] = true
+			keep = append(keep, o)
+			continue
+		}
+		j.waiting[o.dest]--
+	}
+	clear(keep[len(keep):len(j.pending)])
+	j.pending = keep
+}
+
+// flushSwift acknowledges the Swift inputs whose outputs are all delivered:
+// upstream for internal inputs, to the source reader for source records.
+// It runs only after the epoch's commit, so an acknowledged input's effect on
+// state is durable.
+func (j *Job) flushSwift() {
+	if j.swift == nil {
+		return
+	}
+	done := j.swift.takeReady()
+	if len(done) == 0 {
+		return
+	}
+	if j.src != nil {
+		j.src.markDone(done)
+		return
+	}
+	j.recv.Ack(ids(done)...)
+}
+
+// tellSinks gives the sinks that observe it the computation's progress.
+func (j *Job) tellSinks(ctl board.Control) {
+	var p *connector.Progress
+	for _, s := range j.sinks {
+		o, ok := s.sink.(connector.ProgressObserver)
+		if !ok {
+			continue
+		}
+		if p == nil {
+			p = &connector.Progress{EventWatermark: j.eventWM, Draining: ctl.Draining, Final: ctl.UpstreamDone}
+			if j.src != nil {
+				p.SystemWatermark = j.src.nextSystemTimestamp()
+				p.EventWatermark, _ = j.src.eventWatermark(j.st.Now())
+				p.Final = j.src.part.Finite() && j.src.end
+			} else {
+				p.SystemWatermark = j.minInputWatermark()
+			}
+		}
+		o.Progress(*p)
+	}
+}

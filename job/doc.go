@@ -1,0 +1,42 @@
+// Package job runs one partition of a computation: a loop of epochs, each
+// fetching a batch, deduplicating it, running user code, and committing
+// everything the batch changed in one store transaction fenced by the
+// job's lease (DESIGN.md §5; Flow's TTransformComputation order).
+//
+// # The life of an epoch
+//
+// An epoch is decided, then applied (epoch.go). Decide reads — the
+// controller's control on the board, the transport's buffered inputs, due
+// timers, a source batch, dedup rows, states — and runs user code; it
+// changes the job's own memory but nothing outside it. It returns a
+// Decision: the transaction, the duplicates to acknowledge at once, the
+// inputs processed, the outputs and their receiving partitions. Apply then
+// carries it out in a fixed order: acknowledge duplicates; commit (the
+// lease is a prerequisite; the partition_transactions row guards every
+// attempt); report source offsets; let sinks start their sends; offer the
+// outputs downstream; post the status; acknowledge the inputs upstream.
+// The named crash points (CrashBeforeCommit, CrashAfterCommitBeforeAck,
+// CrashAfterAckBeforeErase) are stops between those steps.
+//
+// # Files
+//
+//	job.go        Job, Config, New, Init (lease proof, restore), Run (the driver), Close
+//	epoch.go      Decision, Decide, Apply: the epoch in Flow's order
+//	usercode.go   the Context and Output user code sees; process (per key: timers,
+//	              then messages); materialize (ids and meta of outputs and timers)
+//	deliver.go    outputs to sinks and downstream partitions, backpressure-ordered
+//	              offers, acknowledgements in both directions, Swift acks
+//	report.go     the status a job posts on the board (watermark bounds, drained)
+//	txmanager.go  the fenced, guarded commit and the idle lease probe
+//	dedup.go      the input store: dedup by id (exactly_once) and by watermark
+//	outbox.go     materialized outputs until every destination acknowledged them
+//	states.go     per-key states with a byte-bounded cache
+//	timers.go     timers: persisted, bounded, ordered by trigger
+//	source.go     one source partition: position, memorized sequence numbers
+//	swift.go      Swift lineage: a parent is acknowledged when its children are delivered
+//	mintracker.go smallest in-flight SystemTimestamp per stream
+//	applied.go    invariant check: no input applied twice
+//
+// Table layouts and record encodings are in package tables; the plan a job
+// runs is package plan; the status exchange is package board.
+package job

@@ -1,0 +1,355 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
+	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/plan"
+	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/transport"
+)
+
+// EpochResult says what an epoch did.
+type EpochResult struct {
+	// Committed: the epoch committed a transaction (work or lease probe).
+	Committed bool
+	// Idle: there was nothing to do; the driver should wait for input.
+	Idle bool
+	// Inputs, Duplicates, Outputs count this epoch's messages.
+	Inputs, Duplicates, Outputs int
+	// Fetched counts the input rows taken this epoch (internal inputs or
+	// source records), before deduplication.
+	Fetched int
+}
+
+// Decision is what an epoch decided, before anything leaves the job: the
+// transaction to commit, the acknowledgements to send, the outputs to
+// offer. Decide builds it; Apply carries it out in Flow's order (§3.2 of
+// flow-internals): duplicates are acknowledged at once, the transaction
+// commits with the lease as prerequisite, and only then do offsets get
+// reported, sinks start their sends, outputs go downstream and inputs are
+// acknowledged upstream. A crash point is a stop between two steps of
+// Apply, so a test (or a seeded simulation) that stops there sees exactly
+// the effects of the steps before it.
+//
+// Deciding changes the job's own memory (its dedup watermarks, outbox,
+// timers, state cache, Swift lineage) but nothing outside it; a job whose
+// Apply fails is discarded, so that memory is never used again.
+type Decision struct {
+	// Idle: there was no work. Probe: an idle job's lease probe is due.
+	Idle, Probe bool
+	// TS is the epoch's unique timestamp (zero for an idle epoch without
+	// a probe).
+	TS store.Timestamp
+	// Duplicates are inputs already processed: acknowledged at once.
+	Duplicates []*weir.Message
+	// Fresh are the inputs the epoch processed: acknowledged upstream after
+	// the commit (a Swift job acknowledges them later, when every output
+	// derived from them is delivered).
+	Fresh []*weir.Message
+	// Outputs and their receiving partitions (index-aligned), offered after
+	// the commit; suspect says which may have been delivered before.
+	Outputs []*weir.Message
+	Dests   [][]transport.PartitionID
+	suspect func(*weir.Message) bool
+	// Txn holds the epoch's writes; Commit says whether it is committed (a
+	// Swift epoch with nothing to persist and no probe due commits nothing).
+	Txn    *store.Txn
+	Commit bool
+
+	srcBatch *sourceBatch
+	result   EpochResult
+}
+
+// Epoch runs one iteration: Decide, then Apply.
+func (j *Job) Epoch(ctx context.Context) (EpochResult, error) {
+	d, err := j.Decide(ctx)
+	if err != nil {
+		return EpochResult{}, err
+	}
+	return j.Apply(ctx, d)
+}
+
+// Decide runs the deciding half of an epoch, in Flow's order: apply the
+// controller's watermarks; check output limits (backpressure); fetch inputs,
+// due timers and a source batch; take the epoch timestamp; deduplicate;
+// run user code grouped by key (timers first); register dedup ids, outputs
+// and timers; and build the transaction (source position, dedup ids,
+// outbox, timers, sink writes and state, user state).
+func (j *Job) Decide(ctx context.Context) (*Decision, error) {
+	if j.closed {
+		return nil, errors.New("job: epoch on a closed job")
+	}
+	j.epochCount++
+	d := &Decision{}
+	// 1. Control: watermarks and draining.
+	ctl := j.cfg.Board.Control(j.comp.Name)
+	for s, wm := range ctl.InputSystemWM {
+		j.inputs.advance(s, wm)
+	}
+	if ctl.EventWM.After(j.eventWM) {
+		j.eventWM = ctl.EventWM
+	}
+	j.acks.drain()
+	j.tellSinks(ctl)
+
+	// 2. Backpressure: a full outbox (or too many Swift outputs in flight)
+	// blocks input.
+	n, bytes := j.box.undelivered()
+	if j.swift != nil {
+		n += j.swift.count()
+		bytes += j.swift.heldBytes()
+	}
+	blocked := n >= j.comp.OutputStoreCountLimit || bytes >= j.comp.OutputStoreBytesLimit
+
+	// 3. Fetch.
+	var msgs []*weir.Message
+	var err error
+	clear(j.suspect)
+	if !blocked && !ctl.Draining && j.src != nil {
+		if d.srcBatch, err = j.src.read(ctx, j.comp.Batch.MaxRows, j.comp.Batch.MaxBytes); err != nil {
+			return nil, err
+		}
+	}
+	if !blocked && j.recv != nil {
+		if msgs, err = j.fetchInputs(); err != nil {
+			return nil, err
+		}
+	}
+	var fired []*timerEntry
+	if len(j.comp.Timers) > 0 && !ctl.Draining && !blocked {
+		fired = j.timers.due(j.eventWM, j.st.Now(), j.comp.Batch.MaxRows)
+	}
+	srcDirty := j.src != nil && j.src.dirty()
+	work := len(msgs) > 0 || len(fired) > 0 || (d.srcBatch != nil && len(d.srcBatch.records) > 0) ||
+		len(j.box.erase) > 0 || srcDirty || j.sinksPending()
+	if !work {
+		d.Idle, d.result.Idle = true, true
+		// An idle job still commits a nearly empty transaction once per
+		// lease_check_period, to learn that its lease is gone.
+		if j.tx.probeDue() {
+			if d.TS, err = j.st.Timestamp(ctx); err != nil {
+				return nil, err
+			}
+			d.Probe, d.Commit, d.Txn = true, true, store.NewTxn(j.cfg.Lease)
+		}
+		return d, nil
+	}
+
+	// 4. The epoch's unique timestamp (sequence number).
+	if d.TS, err = j.st.Timestamp(ctx); err != nil {
+		return nil, err
+	}
+	if d.srcBatch != nil {
+		msgs = j.src.messages(d.srcBatch, d.TS)
+	}
+	d.result.Fetched = len(msgs)
+
+	// 5. Dedup. Inputs found already processed are acknowledged at once (in
+	// Apply's first step).
+	if d.Fresh, d.Duplicates, err = j.inputs.filter(ctx, msgs, j.suspect); err != nil {
+		return nil, err
+	}
+	d.result.Inputs, d.result.Duplicates = len(d.Fresh), len(d.Duplicates)
+
+	// 6. User code, grouped by key: timers, then messages.
+	emits, err := j.process(ctx, d.TS, d.Fresh, fired)
+	if err != nil {
+		return nil, err
+	}
+
+	// 7–9. Dedup ids, outputs, timers.
+	txn := store.NewTxn(j.cfg.Lease)
+	j.inputs.register(txn, d.Fresh)
+	outs, lineage, err := j.materialize(d.TS, emits)
+	if err != nil {
+		return nil, err
+	}
+	if d.Dests, err = j.destinations(outs); err != nil {
+		return nil, err
+	}
+	d.Outputs, d.result.Outputs = outs, len(outs)
+	d.suspect = j.outputSuspect(outs, lineage)
+	if j.swift != nil {
+		j.swift.track(d.Fresh, outs, lineage)
+	}
+	for _, m := range outs {
+		j.register(m, false)
+	}
+	j.timers.sync(txn)
+
+	// 10. Prepare the transaction.
+	j.acks.drain()
+	if j.src != nil {
+		if err := j.src.sync(txn); err != nil {
+			return nil, err
+		}
+	}
+	if err := j.box.sync(txn); err != nil {
+		return nil, err
+	}
+	for _, s := range j.sinks {
+		if err := s.sink.Sync(ctx, txn); err != nil {
+			return nil, fmt.Errorf("job %s: sink %s: %w", j.cfg.Partition.ID, s.plan.ID, err)
+		}
+	}
+	if err := j.states.sync(txn); err != nil {
+		return nil, err
+	}
+	d.Txn = txn
+	d.Commit = !j.comp.Swift() || !txn.Empty() || j.tx.probeDue()
+	return d, nil
+}
+
+// Apply carries out a Decision in Flow's order, stopping at the first
+// failure (the job is then discarded) or crash point:
+//
+//	retry offers refused earlier; acknowledge duplicates upstream
+//	· before-commit ·
+//	commit (lease-fenced, guarded by partition_transactions)
+//	· after-commit-before-ack ·
+//	report source offsets; sinks' post-commit sends; offer outputs;
+//	report status; acknowledge inputs upstream (Swift: those whose outputs
+//	are all delivered)
+//	· after-ack-before-erase ·
+//	report status
+func (j *Job) Apply(ctx context.Context, d *Decision) (EpochResult, error) {
+	res := d.result
+	j.retryOffers()
+	if d.Idle {
+		if d.Probe {
+			if err := j.tx.commit(ctx, d.Txn, d.TS); err != nil {
+				return res, fmt.Errorf("job %s: lease probe: %w", j.cfg.Partition.ID, err)
+			}
+			j.lastTS = d.TS
+			res.Committed = true
+		}
+		j.flushSwift()
+		j.report(true)
+		return res, nil
+	}
+	if len(d.Duplicates) > 0 && j.recv != nil {
+		j.recv.Ack(ids(d.Duplicates)...)
+	}
+	if err := j.crash(CrashBeforeCommit); err != nil {
+		return res, err
+	}
+	if d.Commit {
+		if err := j.tx.commit(ctx, d.Txn, d.TS); err != nil {
+			return res, fmt.Errorf("job %s: commit: %w", j.cfg.Partition.ID, err)
+		}
+		res.Committed = true
+	}
+	j.lastTS = d.TS
+	if j.comp.Mode == plan.ExactlyOnce && !j.comp.Swift() && j.recv != nil {
+		applied.record(j.st, string(j.cfg.Partition.ID), d.Fresh, j.inputs.watermarks)
+	}
+	j.box.committed()
+	j.timers.committed()
+	j.states.committed()
+	if err := j.crash(CrashAfterCommitBeforeAck); err != nil {
+		return res, err
+	}
+
+	// Post-commit effects.
+	if j.src != nil {
+		j.src.committed(ctx)
+	}
+	for _, s := range j.sinks {
+		s.sink.Commit(ctx)
+	}
+	j.distribute(d.Outputs, d.Dests, d.suspect)
+	if len(d.Fresh) > 0 {
+		// Report before acknowledging the inputs upstream: once an upstream
+		// partition learns its outputs were processed it may report quiet,
+		// and the controller must not pair that with this partition's report
+		// from before the epoch, which lacks the outputs just made (a drain
+		// would look finished while they are in flight).
+		j.report(false)
+	}
+	if j.recv != nil && !j.comp.Swift() {
+		j.recv.Ack(ids(d.Fresh)...)
+	}
+	j.acks.drain()
+	j.flushSwift()
+	j.cfg.Board.AddCounters(j.comp.Name, board.Counters{Epochs: 1, Commits: b2u(res.Committed),
+		Inputs: uint64(res.Inputs), Duplicates: uint64(res.Duplicates), Outputs: uint64(res.Outputs)})
+	if err := j.crash(CrashAfterAckBeforeErase); err != nil {
+		return res, err
+	}
+	j.report(false)
+	return res, nil
+}
+
+// String summarises the decision for traces and protocol scripts: the
+// epoch timestamp, the inputs taken and dropped, the outputs and where
+// they go, and the transaction's writes per table.
+func (d *Decision) String() string {
+	if d.Idle {
+		if d.Probe {
+			return "idle; lease probe"
+		}
+		return "idle"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "ts=%016x", uint64(d.TS))
+	if len(d.Fresh) > 0 {
+		fmt.Fprintf(&b, " inputs=%s", idList(d.Fresh))
+	}
+	if len(d.Duplicates) > 0 {
+		fmt.Fprintf(&b, " duplicates=%s", idList(d.Duplicates))
+	}
+	for i, m := range d.Outputs {
+		fmt.Fprintf(&b, "\n  out %s %s", m.ID, m.Stream)
+		if len(d.Dests[i]) > 0 {
+			fmt.Fprintf(&b, " → %v", d.Dests[i])
+		}
+	}
+	if d.Commit {
+		fmt.Fprintf(&b, "\n  commit (lease-fenced) %s", txnSummary(d.Txn))
+	} else {
+		b.WriteString("\n  no commit")
+	}
+	return b.String()
+}
+
+func idList(msgs []*weir.Message) string {
+	s := make([]string, len(msgs))
+	for i, m := range msgs {
+		s[i] = string(m.ID)
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}
+
+// txnSummary counts a transaction's writes per table and kind.
+func txnSummary(txn *store.Txn) string {
+	counts := map[string]int{}
+	for _, m := range txn.Mutations() {
+		kind := map[store.MutationKind]string{store.Put: "put", store.Delete: "del", store.DeleteRange: "delrange", store.Append: "append"}[m.Kind]
+		counts[string(m.Table)+" "+kind]++
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := []string{"partition_transactions row"}
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s×%d", k, counts[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func ids(msgs []*weir.Message) []msgid.ID {
+	out := make([]msgid.ID, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.ID
+	}
+	return out
+}

@@ -1,0 +1,162 @@
+package job
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/internal/invariants"
+	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/tables"
+)
+
+// outbox is a partition's store of materialized outputs (Flow's output
+// store, table partition_output_messages): every output of a Transform that
+// still has a destination to reach is written in the epoch's commit, and
+// erased in a later commit once every destination has acknowledged it. After
+// a restart the undelivered outputs are reloaded and sent again with their
+// original ids.
+//
+// Invariant: an output leaves the outbox (erase written) only after all its
+// destinations acknowledged it, and an acknowledgement from a downstream
+// computation means the receiver's commit that recorded it is durable.
+type outbox struct {
+	st        store.Store
+	partition string
+
+	entries map[msgid.ID]*output
+	bytes   int
+	// erase holds ids delivered since the last commit whose rows exist.
+	erase []msgid.ID
+	// fresh holds outputs registered in this epoch, in registration order.
+	fresh []*output
+	// pendingTS tracks the SystemTimestamps of undelivered outputs.
+	pendingTS streamMins
+	// syncing is set between sync and committed (checked under invariants).
+	syncing bool
+}
+
+// output is one output message and its delivery progress.
+type output struct {
+	msg  *weir.Message
+	size int
+	// remaining counts destinations that have not acknowledged it.
+	remaining int
+	persisted bool
+	delivered bool
+}
+
+func newOutbox(st store.Store, partition string) *outbox {
+	return &outbox{st: st, partition: partition, entries: map[msgid.ID]*output{}, pendingTS: streamMins{}}
+}
+
+// load returns the undelivered outputs persisted by earlier jobs of the
+// partition, sorted by id (the order they were first registered in).
+func (o *outbox) load(ctx context.Context) ([]*weir.Message, error) {
+	p := tables.OutboxPrefix(o.partition)
+	var msgs []*weir.Message
+	var decodeErr error
+	err := o.st.Scan(ctx, store.Range{Table: store.OutputMessages, Lo: p, Hi: tables.PrefixEnd(p)}, func(k, v []byte) bool {
+		id := msgid.ID(k[len(p):])
+		m, err := tables.DecodeMessage(id, v)
+		if err != nil {
+			decodeErr = fmt.Errorf("outbox of %s: %w", o.partition, err)
+			return false
+		}
+		msgs = append(msgs, m)
+		return true
+	})
+	if err == nil {
+		err = decodeErr
+	}
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(msgs, func(i, j int) bool { return msgs[i].ID < msgs[j].ID })
+	return msgs, nil
+}
+
+// add registers an output with the given number of destinations.
+// persisted says whether its row already exists (reloaded after a restart).
+func (o *outbox) add(m *weir.Message, dests int, persisted bool) *output {
+	out := &output{msg: m, size: tables.MessageSize(m), remaining: dests, persisted: persisted}
+	o.entries[m.ID] = out
+	o.bytes += out.size
+	o.pendingTS.add(m.Stream, m.SystemTimestamp)
+	if !persisted {
+		o.fresh = append(o.fresh, out)
+	}
+	if dests == 0 {
+		o.ack(out)
+	}
+	return out
+}
+
+// ack records that one destination acknowledged out.
+// REQUIRES: not between sync and committed.
+func (o *outbox) ack(out *output) {
+	invariants.Check(!o.syncing, "outbox of %s: ack of %s between sync and committed", o.partition, out.msg.ID)
+	if out.delivered {
+		return
+	}
+	if out.remaining > 0 {
+		out.remaining--
+	}
+	if out.remaining > 0 {
+		return
+	}
+	out.delivered = true
+	delete(o.entries, out.msg.ID)
+	o.bytes -= out.size
+	o.pendingTS.remove(out.msg.Stream, out.msg.SystemTimestamp)
+	if out.persisted {
+		o.erase = append(o.erase, out.msg.ID)
+	}
+}
+
+// sync writes this epoch's still-undelivered outputs and erases delivered
+// ones. Outputs delivered before the commit (for example to a sync sink,
+// which writes inside this very transaction) are never written.
+func (o *outbox) sync(txn *store.Txn) error {
+	o.syncing = invariants.Enabled
+	for _, id := range o.erase {
+		txn.Delete(store.OutputMessages, tables.OutboxKey(o.partition, id))
+	}
+	for _, out := range o.fresh {
+		if out.delivered {
+			continue
+		}
+		b, err := tables.AppendMessage(nil, out.msg)
+		if err != nil {
+			return fmt.Errorf("outbox: output %s: %w", out.msg.ID, err)
+		}
+		txn.Put(store.OutputMessages, tables.OutboxKey(o.partition, out.msg.ID), b)
+	}
+	return nil
+}
+
+// committed marks the written rows as persisted and the erased ones gone.
+// REQUIRES: no ack was applied between sync and committed (acks are applied
+// only on the job's goroutine, at fixed points of the epoch).
+func (o *outbox) committed() {
+	o.syncing = false
+	o.erase = o.erase[:0]
+	for _, out := range o.fresh {
+		if out.delivered {
+			continue
+		}
+		out.persisted = true
+	}
+	o.fresh = o.fresh[:0]
+}
+
+// undelivered returns the count and bytes of outputs still in flight.
+func (o *outbox) undelivered() (int, int) { return len(o.entries), o.bytes }
+
+// minSystemTimestamp returns the smallest SystemTimestamp of the
+// undelivered outputs per stream.
+func (o *outbox) minSystemTimestamp() map[string]store.Timestamp {
+	return o.pendingTS.mins()
+}

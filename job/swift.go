@@ -1,0 +1,134 @@
+package job
+
+import (
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/tables"
+)
+
+// swiftTracker implements Swift delivery accounting: nothing is
+// materialized, so an input may be acknowledged upstream (or, at a source,
+// its offset persisted) only when every output derived from it has been
+// delivered to every destination. Until then the upstream sender keeps it,
+// and a restart recomputes the same outputs with the same ids.
+type swiftTracker struct {
+	parents  map[msgid.ID]*swiftParent
+	children map[msgid.ID]*swiftChild
+	// ready holds parents whose children are all delivered; they are
+	// acknowledged after the epoch's commit.
+	ready []*swiftParent
+	// pendingTS tracks the SystemTimestamps of undelivered children.
+	pendingTS streamMins
+	// bytes is the estimated size of the inputs held (not yet acknowledged).
+	bytes int
+}
+
+type swiftParent struct {
+	msg       *weir.Message
+	size      int
+	remaining int
+	acked     bool
+}
+
+type swiftChild struct {
+	msg       *weir.Message
+	parents   []*swiftParent
+	remaining int
+}
+
+func newSwiftTracker() *swiftTracker {
+	return &swiftTracker{parents: map[msgid.ID]*swiftParent{}, children: map[msgid.ID]*swiftChild{}, pendingTS: streamMins{}}
+}
+
+// track records the lineage of an epoch: inputs and each output's parents.
+func (t *swiftTracker) track(inputs []*weir.Message, outs []*weir.Message, lineage [][]*weir.Message) {
+	for _, m := range inputs {
+		if _, ok := t.parents[m.ID]; !ok {
+			p := &swiftParent{msg: m, size: tables.MessageSize(m)}
+			t.parents[m.ID] = p
+			t.bytes += p.size
+		}
+	}
+	for i, m := range outs {
+		c := &swiftChild{msg: m}
+		for _, p := range lineage[i] {
+			sp := t.parents[p.ID]
+			if sp == nil {
+				continue
+			}
+			sp.remaining++
+			c.parents = append(c.parents, sp)
+		}
+		t.children[m.ID] = c
+		t.pendingTS.add(m.Stream, m.SystemTimestamp)
+	}
+	for _, m := range inputs {
+		if sp := t.parents[m.ID]; sp.remaining == 0 {
+			t.ready = append(t.ready, sp)
+		}
+	}
+}
+
+// expect sets how many destinations child id must reach.
+func (t *swiftTracker) expect(m *weir.Message, dests int) {
+	c := t.children[m.ID]
+	if c == nil {
+		return
+	}
+	c.remaining = dests
+	if dests == 0 {
+		t.childDone(c)
+	}
+}
+
+// delivered records one destination's acknowledgement of child id.
+func (t *swiftTracker) delivered(id msgid.ID) {
+	c := t.children[id]
+	if c == nil {
+		return
+	}
+	c.remaining--
+	if c.remaining <= 0 {
+		t.childDone(c)
+	}
+}
+
+func (t *swiftTracker) childDone(c *swiftChild) {
+	delete(t.children, c.msg.ID)
+	t.pendingTS.remove(c.msg.Stream, c.msg.SystemTimestamp)
+	for _, p := range c.parents {
+		p.remaining--
+		if p.remaining == 0 {
+			t.ready = append(t.ready, p)
+		}
+	}
+}
+
+// takeReady returns the parents that may now be acknowledged.
+func (t *swiftTracker) takeReady() []*weir.Message {
+	var out []*weir.Message
+	for _, p := range t.ready {
+		if p.acked {
+			continue
+		}
+		p.acked = true
+		delete(t.parents, p.msg.ID)
+		t.bytes -= p.size
+		out = append(out, p.msg)
+	}
+	t.ready = t.ready[:0]
+	return out
+}
+
+// count is the number of inputs not yet acknowledgeable.
+func (t *swiftTracker) count() int { return len(t.parents) }
+
+// heldBytes is the estimated size of the inputs not yet acknowledgeable.
+func (t *swiftTracker) heldBytes() int { return t.bytes }
+
+// minSystemTimestamp returns, per stream, the smallest SystemTimestamp of
+// undelivered outputs.
+func (t *swiftTracker) minSystemTimestamp() map[string]store.Timestamp {
+	return t.pendingTS.mins()
+}

@@ -1,0 +1,130 @@
+// Package tables holds the row layouts of the engine's tables (keys and
+// record encodings of states, timers, dedup ids, the outbox, partition
+// states and partition_transactions) and the few operations on them that
+// more than one package performs: dedup floors and their garbage
+// collection. Every key starts with its owner (computation or partition)
+// and a 0x00 separator, so one owner's rows form one contiguous range.
+package tables
+
+import (
+	"hash/fnv"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/internal/codec"
+	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/store"
+)
+
+// Row layouts of the engine's tables. Every key starts with the owner
+// (computation or partition) and a 0x00 separator, so one owner's rows form
+// one contiguous range. Names and ids never contain 0x00.
+//
+//	states                 comp 0x00 BE64(key hash) keyEncoded 0x00 stateName       → state bytes
+//	timers                 comp 0x00 BE64(key hash) keyEncoded 0x00 timerID         → timer record
+//	input_messages         comp 0x00 stream 0x00 BE64(system ts) messageID          → (empty)
+//	compact_input_messages comp 0x00 stream 0x00 BE64(system ts) hash128(messageID) → (empty)
+//	partition_output_messages partition 0x00 messageID                             → output record
+//	partition_states       partition 0x00 name                                      → bytes
+//	partition_transactions partition                                                → BE64(epoch timestamp)
+//
+// Dedup rows are ordered by the message's SystemTimestamp (a re-sent message
+// carries the same one), so garbage collection below a stream's
+// SystemWatermark is one range deletion and a burst of new ids lands in one
+// key range instead of all over the table.
+
+func ownerPrefix(owner string) []byte {
+	b := make([]byte, 0, len(owner)+1)
+	b = append(b, owner...)
+	return append(b, 0)
+}
+
+func keyedPrefix(comp string, hash uint64) []byte {
+	b := ownerPrefix(comp)
+	return codec.AppendUint64BE(b, hash)
+}
+
+func StateKey(comp string, k weir.Key, name string) []byte {
+	b := keyedPrefix(comp, k.Hash)
+	b = append(b, k.Encoded...)
+	b = append(b, 0)
+	return append(b, name...)
+}
+
+func TimerKey(comp string, k weir.Key, id msgid.ID) []byte {
+	b := keyedPrefix(comp, k.Hash)
+	b = append(b, k.Encoded...)
+	b = append(b, 0)
+	return append(b, id...)
+}
+
+// KeyedRange returns the [lo, hi) key range of comp's keyed rows whose
+// key hash lies in [lo, hi); with toEnd the range runs to the end of the
+// hash space (hi is ignored).
+func KeyedRange(comp string, lo, hi uint64, toEnd bool) ([]byte, []byte) {
+	start := keyedPrefix(comp, lo)
+	if toEnd {
+		end := ownerPrefix(comp)
+		end[len(end)-1] = 1 // comp 0x01: just past every comp 0x00 … key
+		return start, end
+	}
+	return start, keyedPrefix(comp, hi)
+}
+
+func DedupPrefix(comp, stream string) []byte {
+	b := ownerPrefix(comp)
+	b = append(b, stream...)
+	return append(b, 0)
+}
+
+func DedupKey(compact bool, comp, stream string, sysTS store.Timestamp, id msgid.ID) []byte {
+	b := DedupPrefix(comp, stream)
+	b = codec.AppendUint64BE(b, uint64(sysTS))
+	if compact {
+		return appendIDHash(b, id)
+	}
+	return append(b, id...)
+}
+
+// DedupBelow returns the key range of comp's dedup rows for stream with a
+// SystemTimestamp below wm.
+func DedupBelow(comp, stream string, wm store.Timestamp) ([]byte, []byte) {
+	p := DedupPrefix(comp, stream)
+	return p, codec.AppendUint64BE(append([]byte(nil), p...), uint64(wm))
+}
+
+func OutboxPrefix(partition string) []byte { return ownerPrefix(partition) }
+
+func OutboxKey(partition string, id msgid.ID) []byte {
+	return append(OutboxPrefix(partition), id...)
+}
+
+func PartitionStateKey(partition, name string) []byte {
+	return append(ownerPrefix(partition), name...)
+}
+
+func PrefixEnd(p []byte) []byte {
+	end := append([]byte(nil), p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// tables used by the dedup variants.
+func DedupTable(compact bool) store.Table {
+	if compact {
+		return store.CompactInputMessages
+	}
+	return store.InputMessages
+}
+
+// appendIDHash appends a 128-bit FNV-1a digest of id: the compact dedup
+// layout keeps 16 bytes per id instead of the id itself.
+func appendIDHash(dst []byte, id msgid.ID) []byte {
+	h := fnv.New128a()
+	h.Write([]byte(id))
+	return h.Sum(dst)
+}
