@@ -78,7 +78,7 @@ func commands() []command {
 		{"run", "run a pipeline spec on the embedded store", runRun},
 		{"queue", "create, write, read and list queues", runQueue},
 		{"pipeline", "status, stop, pause or start a running pipeline", runPipeline},
-		{"store", "check a data directory's store for damage", runStore},
+		{"store", "check a store for damage; create a PostgreSQL store's schema", runStore},
 		{"bench", "measure throughput and latency by processing mode", runBench},
 		{"chaos", "run the fault-injection simulation and print its figures", runChaos},
 		{"version", "print the version", func(o *Options, _ []string) error {

@@ -14,8 +14,15 @@ import (
 )
 
 func runStore(o *Options, args []string) error {
+	if len(args) > 0 && args[0] == "init" {
+		return runStoreInit(o, args[1:])
+	}
 	if len(args) == 0 || args[0] != "check" {
 		return topUsage(o, args, `Usage: weir store check --data DIR
+       weir store init --store postgres://…
+
+  init    create weir's schema in a PostgreSQL database, or migrate it to
+          this weir's version; idempotent (see 'weir store init --help').
 
   check   verify DIR's store without changing it: the checksum of every
           block of every table file, that the database opens and its keys

@@ -20,8 +20,9 @@
 // replacement, nothing the old job does can reach the store.
 //
 // The package holds only the contract, its error vocabulary and the Txn
-// builder; backends live in sub-packages (store/pebble, later a PostgreSQL
-// one) and must all pass the conformance suite in store/storetest.
+// builder; backends live in sub-packages (store/pebble, embedded;
+// store/postgres, networked; store/open picks one from an address) and must
+// all pass the conformance suite in store/storetest.
 package store
 
 import (

@@ -80,6 +80,7 @@ func Run(t *testing.T, h Harness) {
 		{"LeaseProbe", testLeaseProbe},
 		{"AbortBarrier", testAbortBarrier},
 		{"ExpiryBarrier", testExpiryBarrier},
+		{"ZombieCommits", testZombieCommits},
 		{"Timestamps", testTimestamps},
 		{"TimestampsConcurrent", testTimestampsConcurrent},
 		{"Closed", testClosed},

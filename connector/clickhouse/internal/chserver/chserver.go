@@ -27,6 +27,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weir-stream/weir/internal/testproc"
 )
 
 // Paths of the Debian packages.
@@ -110,7 +112,7 @@ func Start() (*Server, error) {
 }
 
 func (s *Server) start() error {
-	ports, err := freePorts(4)
+	ports, err := testproc.FreePorts(4)
 	if err != nil {
 		return err
 	}
@@ -175,21 +177,21 @@ func (s *Server) start() error {
 		return err
 	}
 	defer zkLog.Close()
-	s.zk = command(asRoot, "zookeeper", "java", "-Xmx256m", "-cp", zkConfDir+":"+zkJar,
+	s.zk = testproc.Command(runAs(asRoot, "zookeeper"), "java", "-Xmx256m", "-cp", zkConfDir+":"+zkJar,
 		"org.apache.zookeeper.server.ZooKeeperServerMain", filepath.Join(s.dir, "zoo.cfg"))
 	s.zk.Stdout, s.zk.Stderr = zkLog, zkLog
 	if err := s.zk.Start(); err != nil {
 		return fmt.Errorf("start zookeeper: %w", err)
 	}
 	if err := waitFor(30*time.Second, func() bool { return zkOK(zkPort) }); err != nil {
-		return fmt.Errorf("zookeeper did not answer ruok: %w\n%s", err, tail(filepath.Join(s.dir, "zk.log")))
+		return fmt.Errorf("zookeeper did not answer ruok: %w\n%s", err, testproc.Tail(filepath.Join(s.dir, "zk.log")))
 	}
 	chLog, err := os.Create(filepath.Join(s.dir, "stdout.log"))
 	if err != nil {
 		return err
 	}
 	defer chLog.Close()
-	s.ch = command(asRoot, "clickhouse", serverBin, "--config-file="+filepath.Join(s.dir, "config.xml"))
+	s.ch = testproc.Command(runAs(asRoot, "clickhouse"), serverBin, "--config-file="+filepath.Join(s.dir, "config.xml"))
 	s.ch.Dir = s.dir
 	s.ch.Stdout, s.ch.Stderr = chLog, chLog
 	if err := s.ch.Start(); err != nil {
@@ -202,25 +204,10 @@ func (s *Server) start() error {
 		_, err := s.Query("SELECT count() FROM system.zookeeper WHERE path = '/'")
 		return err == nil
 	}); err != nil {
-		return fmt.Errorf("clickhouse-server did not answer: %w\n%s\n%s", err, tail(filepath.Join(s.dir, "stdout.log")),
-			tail(filepath.Join(s.dir, "log", "clickhouse-server.err.log")))
+		return fmt.Errorf("clickhouse-server did not answer: %w\n%s\n%s", err, testproc.Tail(filepath.Join(s.dir, "stdout.log")),
+			testproc.Tail(filepath.Join(s.dir, "log", "clickhouse-server.err.log")))
 	}
 	return nil
-}
-
-// command runs name as user when running as root (setpriv execs, so the
-// PID is the server's own).
-func command(asRoot bool, usr, name string, args ...string) *exec.Cmd {
-	var cmd *exec.Cmd
-	if asRoot {
-		cmd = exec.Command("setpriv", append([]string{"--reuid=" + usr, "--regid=" + usr, "--init-groups", name}, args...)...)
-	} else {
-		cmd = exec.Command(name, args...)
-	}
-	// Its own process group, so that the test's terminal signals do not
-	// reach it before Stop does.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	return cmd
 }
 
 // Stop stops ClickHouse, then ZooKeeper, by PID, and removes the directory.
@@ -284,25 +271,6 @@ func (s *Server) MustQuery(t testing.TB, sql string) string {
 // Host returns the HTTP endpoint as "127.0.0.1:<port>".
 func (s *Server) Host() string { return strings.TrimPrefix(s.HTTP, "http://") }
 
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 func chownAll(dir, name string) error {
 	u, err := user.Lookup(name)
 	if err != nil {
@@ -345,13 +313,11 @@ func waitFor(d time.Duration, cond func() bool) error {
 	return nil
 }
 
-func tail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
+// runAs is the user a server runs as: its Debian package's when running
+// as root, else this process's ("").
+func runAs(asRoot bool, pkgUser string) string {
+	if asRoot {
+		return pkgUser
 	}
-	if len(b) > 3000 {
-		b = b[len(b)-3000:]
-	}
-	return path + ":\n" + string(b)
+	return ""
 }
