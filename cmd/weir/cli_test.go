@@ -69,9 +69,21 @@ func TestReadmeGoSnippetBuilds(t *testing.T) {
 	}
 	mod := t.TempDir()
 	sum, _ := os.ReadFile(filepath.Join(root, "go.sum"))
+	// The user's go.mod as `go mod tidy` writes it: weir plus weir's own
+	// requirements (direct and indirect). Without them the go command would
+	// load the whole unpruned graph of older dependencies, whose go.mod files
+	// a fresh module cache does not hold (GOPROXY=off).
+	weirMod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, requires, ok3 := strings.Cut(string(weirMod), "\nrequire")
+	if !ok3 {
+		t.Fatal("go.mod has no require block")
+	}
 	for name, body := range map[string]string{
 		"main.go": snippet,
-		"go.mod":  "module example.com/mine\n\ngo 1.26.0\n\nrequire github.com/weir-stream/weir v0.0.0\n\nreplace github.com/weir-stream/weir => " + root + "\n",
+		"go.mod":  "module example.com/mine\n\ngo 1.26.0\n\nrequire github.com/weir-stream/weir v0.0.0\n\nrequire" + requires + "\nreplace github.com/weir-stream/weir => " + root + "\n",
 		"go.sum":  string(sum),
 	} {
 		if err := os.WriteFile(filepath.Join(mod, name), []byte(body), 0o644); err != nil {
