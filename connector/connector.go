@@ -195,6 +195,31 @@ type SourceParams struct {
 	Store      store.Store
 }
 
+// SinkWith adapts a connector package's constructor, which takes
+// process-level options and returns its concrete sink type, to a
+// SinkFactory. A failed constructor yields a nil interface, never a nil
+// pointer inside one (which the engine would take for a sink).
+func SinkWith[S Sink, O any](newSink func(SinkParams, O) (S, error), o O) SinkFactory {
+	return func(sp SinkParams) (Sink, error) {
+		s, err := newSink(sp, o)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+}
+
+// SourceWith is SinkWith for sources.
+func SourceWith[S Source, O any](newSource func(SourceParams, O) (S, error), o O) SourceFactory {
+	return func(sp SourceParams) (Source, error) {
+		s, err := newSource(sp, o)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+}
+
 // Registry maps connector class names to factories.
 type Registry struct {
 	mu      sync.RWMutex

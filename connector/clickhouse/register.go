@@ -78,21 +78,9 @@ func Register(r *connector.Registry) error { return RegisterWith(r, Options{}) }
 // RegisterWith adds the four classes to r with o.
 func RegisterWith(r *connector.Registry, o Options) error {
 	return errors.Join(
-		r.RegisterSink(BatchingSinkClassName, factory(NewBatchingSink, o)),
-		r.RegisterSink(ShardedBatchingSinkClassName, factory(NewShardedBatchingSink, o)),
-		r.RegisterSink(AtLeastOnceSinkClassName, factory(NewAtLeastOnceSink, o)),
-		r.RegisterSink(AtMostOnceSinkClassName, factory(NewAtMostOnceSink, o)),
+		r.RegisterSink(BatchingSinkClassName, connector.SinkWith(NewBatchingSink, o)),
+		r.RegisterSink(ShardedBatchingSinkClassName, connector.SinkWith(NewShardedBatchingSink, o)),
+		r.RegisterSink(AtLeastOnceSinkClassName, connector.SinkWith(NewAtLeastOnceSink, o)),
+		r.RegisterSink(AtMostOnceSinkClassName, connector.SinkWith(NewAtMostOnceSink, o)),
 	)
-}
-
-// factory adapts a constructor; a failed one returns a nil interface, not
-// a nil pointer inside one.
-func factory[S connector.Sink](f func(connector.SinkParams, Options) (S, error), o Options) connector.SinkFactory {
-	return func(sp connector.SinkParams) (connector.Sink, error) {
-		s, err := f(sp, o)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	}
 }

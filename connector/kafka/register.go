@@ -14,27 +14,9 @@ func Register(r *connector.Registry) error { return RegisterWith(r, Options{}) }
 // RegisterWith adds the three classes to r with o.
 func RegisterWith(r *connector.Registry, o Options) error {
 	return errors.Join(
-		r.RegisterSource(SourceClassName, func(sp connector.SourceParams) (connector.Source, error) {
-			s, err := NewSource(sp, o)
-			if err != nil {
-				return nil, err
-			}
-			return s, nil
-		}),
-		r.RegisterSink(SinkClassName, func(sp connector.SinkParams) (connector.Sink, error) {
-			s, err := NewSink(sp, o)
-			if err != nil {
-				return nil, err
-			}
-			return s, nil
-		}),
-		r.RegisterSink(AtLeastOnceSinkClassName, func(sp connector.SinkParams) (connector.Sink, error) {
-			s, err := NewAtLeastOnceSink(sp, o)
-			if err != nil {
-				return nil, err
-			}
-			return s, nil
-		}),
+		r.RegisterSource(SourceClassName, connector.SourceWith(NewSource, o)),
+		r.RegisterSink(SinkClassName, connector.SinkWith(NewSink, o)),
+		r.RegisterSink(AtLeastOnceSinkClassName, connector.SinkWith(NewAtLeastOnceSink, o)),
 	)
 }
 

@@ -27,19 +27,7 @@ func Register(r *connector.Registry) error { return RegisterWith(r, Options{}) }
 // RegisterWith adds the two classes to r with o.
 func RegisterWith(r *connector.Registry, o Options) error {
 	return errors.Join(
-		r.RegisterSource(SourceClassName, func(sp connector.SourceParams) (connector.Source, error) {
-			s, err := NewSource(sp, o)
-			if err != nil {
-				return nil, err
-			}
-			return s, nil
-		}),
-		r.RegisterSink(SinkClassName, func(sp connector.SinkParams) (connector.Sink, error) {
-			s, err := NewSink(sp, o)
-			if err != nil {
-				return nil, err
-			}
-			return s, nil
-		}),
+		r.RegisterSource(SourceClassName, connector.SourceWith(NewSource, o)),
+		r.RegisterSink(SinkClassName, connector.SinkWith(NewSink, o)),
 	)
 }
