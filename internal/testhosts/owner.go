@@ -107,10 +107,15 @@ func sweepStale() error {
 			continue
 		}
 		datas, _ := filepath.Glob(filepath.Join(d, "weir-postgres-*", "data"))
+		released := true
 		for _, data := range datas {
 			if err := pgtest.ReleaseSharedMemory(data); err != nil {
 				errs = append(errs, err)
+				released = false
 			}
+		}
+		if !released {
+			continue // its lock files name the segments: keep them for the next sweep
 		}
 		if err := os.RemoveAll(d); err != nil {
 			errs = append(errs, err)
