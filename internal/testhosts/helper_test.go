@@ -49,8 +49,6 @@ func helper(args []string) int {
 		}
 	case "udprecv": // udprecv ADDR: print every datagram received, one a line
 		err = udpReceive(addr)
-	case "udpsend": // udpsend ADDR MSG: send one datagram
-		err = udpSend(addr, args[2])
 	case "sql": // sql URL STATEMENT...: run each, print rows' columns
 		err = runSQL(addr, args[2:])
 	default:
@@ -139,16 +137,6 @@ func udpReceive(addr string) error {
 		}
 		fmt.Println(string(buf[:n]))
 	}
-}
-
-func udpSend(addr, msg string) error {
-	c, err := net.Dial("udp", addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_, err = c.Write([]byte(msg))
-	return err
 }
 
 func runSQL(url string, stmts []string) error {

@@ -137,9 +137,18 @@ func TestPartitionDropsBothWaysAndHeals(t *testing.T) {
 	for _, h := range []*Host{a, b} {
 		startHelper(t, h, "echo", h.Address(7000))
 	}
+	// Datagrams leave from a socket of the test process inside the
+	// sending host (Host.Dial): on the wire that is the host sending.
 	send := func(from, to *Host, msg string) {
 		t.Helper()
-		mustRunHelper(t, from, "udpsend", to.Address(9000), msg)
+		c, err := from.Dial(context.Background(), "udp", to.Address(9000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// Before: both ways work (and each side has learnt the other's MAC,
