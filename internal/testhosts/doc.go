@@ -10,8 +10,9 @@
 // one namespace per host joined to the bridge by a veth pair (eth0 inside
 // the host, p-<name> on the switch), with addresses on Subnet
 // (10.251.0.0/24: the switch is 10.251.0.1, hosts get .2, .3, … in the
-// order they are added). Hosts have no default route: they reach each
-// other and nothing else. Each Network is its own isolated segment, so two
+// order they are added; AddHost joins one later, a worker joining a
+// running cluster). Hosts have no default route: they reach each other
+// and nothing else. Each Network is its own isolated segment, so two
 // networks (parallel tests, parallel test binaries) may reuse addresses.
 //
 // A host is a namespace, not a machine: hosts share the clock, the
@@ -44,8 +45,8 @@
 // setpriv exec in place). Proc.Wait waits for it; Proc.AwaitOutput waits
 // until it has printed something (readiness).
 //
-// Host.StartPostgres makes the host a PostgreSQL server (store/postgres/
-// pgtest's server on the host's address, port 5432, run as an unprivileged
+// Host.StartPostgres makes the host a PostgreSQL server (the server of
+// store/postgres/pgtest on the host's address, port 5432, run as an unprivileged
 // OS user since PostgreSQL refuses root). Postgres.URL is a postgres://
 // URL reachable from every host; Postgres.SocketURL reaches it through its
 // Unix socket from the test process whatever the network does (for an
