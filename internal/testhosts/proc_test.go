@@ -12,8 +12,10 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/weir-stream/weir/internal/testproc"
 	"github.com/weir-stream/weir/store/postgres/pgtest"
 )
 
@@ -22,7 +24,7 @@ func TestProcessInHost(t *testing.T) {
 	a := n.Host("a")
 	u, err := pgtest.OSUser()
 	if err != nil {
-		t.Skip(err)
+		testproc.Missing(t, err.Error())
 	}
 	p, err := a.Start(Cmd{Name: "probe", Path: "/bin/sh", User: u, Env: []string{"WEIR_PROBE=42"},
 		Args: []string{"-c", `echo "pid=$$ user=$(id -un) probe=$WEIR_PROBE"; ip -4 -o addr show dev eth0`}})
@@ -39,6 +41,22 @@ func TestProcessInHost(t *testing.T) {
 	if !strings.Contains(out, a.Addr.String()+"/24") {
 		t.Fatalf("output %q: eth0 does not have the host's address %s", out, a.Addr)
 	}
+
+	// Signals reach the process by its PID.
+	sleeper, err := a.Start(Cmd{Path: "sleep", Args: []string{"600"}, User: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sleeper.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var ee *exec.ExitError
+	if err := sleeper.Wait(); !errors.As(err, &ee) || ee.String() != "signal: terminated" {
+		t.Fatalf("after SIGTERM: %v, want signal: terminated", err)
+	}
+	if err := sleeper.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("Signal of an ended process: %v, want nil", err)
+	}
 }
 
 func TestKillHostLeavesNoProcess(t *testing.T) {
@@ -46,7 +64,7 @@ func TestKillHostLeavesNoProcess(t *testing.T) {
 	k, other := n.Host("k"), n.Host("other")
 	u, err := pgtest.OSUser()
 	if err != nil {
-		t.Skip(err)
+		testproc.Missing(t, err.Error())
 	}
 	// A shell with children: one in the background, one in a session of
 	// its own (out of the shell's process group), one run as another user.
