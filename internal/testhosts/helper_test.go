@@ -71,19 +71,8 @@ func echoServer(addr string) error {
 		return err
 	}
 	fmt.Println("listening")
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return err
-		}
-		go func() {
-			defer c.Close()
-			sc := bufio.NewScanner(c)
-			for sc.Scan() {
-				fmt.Fprintln(c, sc.Text())
-			}
-		}()
-	}
+	serveEcho(l)
+	return errors.New("echo: listener closed")
 }
 
 // dialOnce connects to addr within d — retrying while the connection is
