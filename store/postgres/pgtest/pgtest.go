@@ -6,7 +6,7 @@
 //
 // PostgreSQL refuses to run as root. Running as root, the cluster runs as
 // the OS user WEIR_PG_OS_USER, else "pgci" (created by .ci/run), else
-// Debian's "postgres" user.
+// Debian's "postgres" user (OSUser).
 //
 // Missing binaries skip the test with a message saying what to install,
 // except under CI=true, where they fail it: CI has PostgreSQL 15 installed,
@@ -15,6 +15,11 @@
 // Every store a test opens lives in its own schema (Schema), so tests share
 // one server without seeing each other's rows; schemas are dropped when the
 // test ends.
+//
+// server.go is one cluster's life (StartWith's Options place it on another
+// address or inside a network namespace, as internal/testhosts does;
+// Restart, Relaunch after a crash), shm.go the shared memory a killed
+// server leaves, proxy.go a wire-protocol proxy that cuts connections.
 package pgtest
 
 import (
@@ -30,7 +35,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,18 +42,6 @@ import (
 
 	"github.com/weir-stream/weir/internal/testproc"
 )
-
-// Server is a running throwaway PostgreSQL cluster.
-type Server struct {
-	// URL connects to the cluster's test database as its superuser.
-	URL string
-	// Port is the loopback TCP port the server listens on.
-	Port int
-
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
 
 // BinDir finds the PostgreSQL server binaries: WEIR_PG_BINDIR, else
 // Debian's /usr/lib/postgresql/<version>/bin (15 preferred, else the
@@ -84,134 +76,21 @@ func versionOf(path string) int {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-// osUser is the user the server runs as when this process is root.
-func osUser() (*user.User, error) {
+// OSUser is the OS user servers run as when this process is root
+// (PostgreSQL refuses to run as root): WEIR_PG_OS_USER, else "pgci"
+// (created by .ci/run), else Debian's "postgres".
+func OSUser() (string, error) {
 	names := []string{"pgci", "postgres"}
 	if n := os.Getenv("WEIR_PG_OS_USER"); n != "" {
 		names = []string{n}
 	}
 	for _, n := range names {
-		if u, err := user.Lookup(n); err == nil {
-			return u, nil
+		if _, err := user.Lookup(n); err == nil {
+			return n, nil
 		}
 	}
-	return nil, fmt.Errorf("PostgreSQL refuses to run as root and none of the users %v exists: create one (useradd --system --no-create-home --shell /usr/sbin/nologin pgci) or set WEIR_PG_OS_USER", names)
+	return "", fmt.Errorf("PostgreSQL refuses to run as root and none of the users %v exists: create one (useradd --system --no-create-home --shell /usr/sbin/nologin pgci) or set WEIR_PG_OS_USER", names)
 }
-
-// Start initialises a cluster in a new temporary directory and starts it
-// on a free loopback port. The caller must Stop it.
-func Start() (*Server, error) {
-	bin, err := BinDir()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "weir-postgres-")
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{dir: dir}
-	if err := s.start(bin); err != nil {
-		s.Stop()
-		return nil, err
-	}
-	return s, nil
-}
-
-func (s *Server) start(bin string) error {
-	var runAs *user.User
-	if os.Geteuid() == 0 {
-		u, err := osUser()
-		if err != nil {
-			return err
-		}
-		runAs = u
-		var uid, gid int
-		fmt.Sscan(u.Uid, &uid)
-		fmt.Sscan(u.Gid, &gid)
-		if err := os.Chown(s.dir, uid, gid); err != nil {
-			return err
-		}
-	}
-	data := filepath.Join(s.dir, "data")
-	initdb := testproc.Command(userName(runAs), filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust",
-		"--no-sync", "-E", "UTF8", "--locale=C")
-	if out, err := initdb.CombinedOutput(); err != nil {
-		return fmt.Errorf("initdb: %w\n%s", err, out)
-	}
-	ports, err := testproc.FreePorts(1)
-	if err != nil {
-		return err
-	}
-	port := ports[0]
-	s.Port = port
-	logf, err := os.Create(filepath.Join(s.dir, "server.log"))
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	if runAs != nil {
-		var uid, gid int
-		fmt.Sscan(runAs.Uid, &uid)
-		fmt.Sscan(runAs.Gid, &gid)
-		_ = logf.Chown(uid, gid)
-	}
-	// fsync stays on: the tests and benchmarks measure durable commits.
-	s.cmd = testproc.Command(userName(runAs), filepath.Join(bin, "postgres"), "-D", data,
-		"-c", "listen_addresses=127.0.0.1", "-p", fmt.Sprint(port), "-k", s.dir,
-		"-c", "max_connections=300", "-c", "log_min_messages=warning")
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	if err := s.cmd.Start(); err != nil {
-		return fmt.Errorf("start postgres: %w", err)
-	}
-	s.done = make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
-
-	admin := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err := exec1(admin, "CREATE DATABASE weirtest")
-		if err == nil {
-			break
-		}
-		select {
-		case <-s.done:
-			return fmt.Errorf("postgres exited: %s", testproc.Tail(filepath.Join(s.dir, "server.log")))
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("postgres did not accept connections within 60s: %v\n%s", err, testproc.Tail(filepath.Join(s.dir, "server.log")))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	s.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/weirtest?sslmode=disable", port)
-	return nil
-}
-
-// Stop shuts the server down by its PID (SIGINT: PostgreSQL's fast
-// shutdown; SIGKILL after 30 s) and removes its directory.
-func (s *Server) Stop() {
-	if s.cmd != nil && s.cmd.Process != nil && s.done != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-s.done:
-		case <-time.After(30 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.done
-		}
-	}
-	os.RemoveAll(s.dir)
-}
-
-// userName is u's login name, "" for nil (this process's user).
-func userName(u *user.User) string {
-	if u == nil {
-		return ""
-	}
-	return u.Username
-}
-
-// Log returns the end of the server's log, for failure messages.
-func (s *Server) Log() string { return testproc.Tail(filepath.Join(s.dir, "server.log")) }
 
 func exec1(url, sql string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -243,7 +122,7 @@ func URL(t testing.TB) string {
 	defer sharedMu.Unlock()
 	if shared == nil && sharedErr == nil {
 		if _, err := BinDir(); err != nil {
-			missing(t, err)
+			testproc.Missing(t, "PostgreSQL tests: "+err.Error())
 		}
 		shared, sharedErr = Start()
 	}
@@ -261,12 +140,14 @@ func Shared() *Server {
 	return shared
 }
 
-func missing(t testing.TB, err error) {
+// Require skips t when no PostgreSQL server binaries are installed, or
+// fails it under CI=true; for tests that start servers of their own
+// (StartWith) rather than use URL's.
+func Require(t testing.TB) {
 	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("PostgreSQL tests: %v", err)
+	if _, err := BinDir(); err != nil {
+		testproc.Missing(t, "PostgreSQL tests: "+err.Error())
 	}
-	t.Skipf("PostgreSQL tests skipped: %v", err)
 }
 
 // Main runs the tests of m and then stops the shared server, if one was
