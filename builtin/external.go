@@ -4,7 +4,9 @@ import (
 	"fmt"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/externalstate"
 	"github.com/weir-stream/weir/internal/codec"
+	"github.com/weir-stream/weir/spec"
 )
 
 // KeyCountsTable is the external state table ExternalCounter writes. Declare
@@ -19,6 +21,14 @@ import (
 // a hash of key (uniformly distributed), so a ServiceLogSource can cycle
 // over the table.
 const KeyCountsTable = "key_counts"
+
+// KeyCountsDecl returns the declaration of key_counts, for plans built in
+// code (a spec declares it as above).
+func KeyCountsDecl() *externalstate.Table {
+	return &externalstate.Table{Name: KeyCountsTable,
+		Key:   []spec.Column{{Name: "key_hash", Type: spec.TypeUint64}, {Name: "key", Type: spec.TypeString}},
+		Value: []spec.Column{{Name: "count", Type: spec.TypeInt64}}}
+}
 
 var keyCounts = weir.NewExternalState(KeyCountsTable)
 

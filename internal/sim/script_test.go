@@ -106,6 +106,8 @@ func optionsFrom(t *testing.T, d *datadriven.TestData) Options {
 			o.BackgroundListing = true
 		case "infinite":
 			o.Infinite = true
+		case "external":
+			o.External = true
 		case "counters":
 			o.Counters = atoi(t, v)
 		case "workers":
@@ -245,6 +247,22 @@ func run(t *testing.T, s *Sim, d *datadriven.TestData) string {
 		sort.Strings(keys)
 		for _, k := range keys {
 			s.printf("%s: %v\n", k, c[k])
+		}
+	case "table":
+		c, err := s.ExternalCounts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := make([]string, 0, len(c))
+		for k := range c {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		if len(keys) == 0 {
+			s.printf("key_counts is empty\n")
+		}
+		for _, k := range keys {
+			s.printf("key_counts %s: %d\n", k, c[k])
 		}
 	case "oracle":
 		bad, err := s.Oracle()

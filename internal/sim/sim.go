@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/weir-stream/weir/externalstate"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -97,6 +98,9 @@ type Options struct {
 	// Infinite makes the source unbounded (the pipeline never completes;
 	// partitions may appear).
 	Infinite bool
+	// External makes Counter a builtin.ExternalCounter: its counts live in
+	// the external state table key_counts, written in the epoch commit.
+	External bool
 	// Seed seeds the controller's and jobs' randomness.
 	Seed uint64
 }
@@ -241,6 +245,11 @@ func (s *Sim) buildPlan() *plan.Plan {
 		} else {
 			user.Sinks[0].InputStream = "out"
 		}
+	}
+	if o.External {
+		c := pl.Computations["Counter"]
+		c.Code = builtin.ExternalCounter()
+		c.ExternalStates = map[string]plan.ExternalAccess{builtin.KeyCountsTable: {Table: builtin.KeyCountsDecl(), Write: true}}
 	}
 	if o.Timers {
 		c := pl.Computations["Counter"]
@@ -509,6 +518,18 @@ func (s *Sim) AddPartition(key string, keys []string) {
 // Counts returns, per key, the counts the sink committed, sorted.
 func (s *Sim) Counts() (map[string][]int64, error) {
 	return testconn.CountsOf(s.ctx, s.Store, "out")
+}
+
+// ExternalCounts returns the rows of the external state table key_counts
+// (External): key → count.
+func (s *Sim) ExternalCounts() (map[string]int64, error) {
+	out := map[string]int64{}
+	err := externalstate.Scan(s.ctx, s.Store, builtin.KeyCountsTable, nil, nil, 0, func(_ []byte, r map[string]any) (bool, error) {
+		k, _ := r["key"].(string)
+		out[k], _ = r["count"].(int64)
+		return true, nil
+	})
+	return out, err
 }
 
 // Outputs returns the rows the sink committed, in message-id order.
