@@ -101,6 +101,9 @@ type Options struct {
 	// External makes Counter a builtin.ExternalCounter: its counts live in
 	// the external state table key_counts, written in the epoch commit.
 	External bool
+	// ExternalStates are external state tables the User computation (Code)
+	// may read and write.
+	ExternalStates []*externalstate.Table
 	// Seed seeds the controller's and jobs' randomness.
 	Seed uint64
 }
@@ -237,6 +240,12 @@ func (s *Sim) buildPlan() *plan.Plan {
 		delete(pl.Computations, "Counter")
 		user.Code, user.Outputs = *o.Code, []string{"out"}
 		pl.Computations["User"] = user
+		for _, t := range o.ExternalStates {
+			if user.ExternalStates == nil {
+				user.ExternalStates = map[string]plan.ExternalAccess{}
+			}
+			user.ExternalStates[t.Name] = plan.ExternalAccess{Table: t, Write: true}
+		}
 		if o.Code.Kind == weir.KindSwiftMap {
 			user.Sinks = nil
 			pl.Computations["Collect"] = &plan.CompPlan{Code: builtin.Passthrough(weir.KindTransform), GroupBy: o.GroupBy, Partitions: 1,
