@@ -62,20 +62,7 @@ func tableRead(o *Options, args []string) error {
 }
 
 func tableList(o *Options, args []string) error {
-	fs := newFlags(o, "table list", "--data DIR", "Lists the external state tables with their key columns and row counts.")
-	dir := fs.String("data", "", "data directory (required)")
-	if _, err := parse(fs, args); err != nil {
-		return err
-	}
-	if *dir == "" {
-		return usageErr(fs, "need --data DIR")
-	}
-	ctx := context.Background()
-	remote, err := withStore(*dir, true, func(st store.Store) error { return listTables(ctx, st, o.Stdout) })
-	if remote != nil {
-		err = remote.call(http.MethodGet, "/tables", "", nil, o.Stdout)
-	}
-	return err
+	return listCommand(o, args, "table list", "Lists the external state tables with their key columns and row counts.", "/tables", listTables)
 }
 
 // readTable writes the rows of table name in [from, to) (JSON array key

@@ -3,6 +3,8 @@ package sim
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -240,12 +242,7 @@ func run(t *testing.T, s *Sim, d *datadriven.TestData) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys := make([]string, 0, len(c))
-		for k := range c {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(c)) {
 			s.printf("%s: %v\n", k, c[k])
 		}
 	case "table":
@@ -253,15 +250,10 @@ func run(t *testing.T, s *Sim, d *datadriven.TestData) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys := make([]string, 0, len(c))
-		for k := range c {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		if len(keys) == 0 {
+		if len(c) == 0 {
 			s.printf("key_counts is empty\n")
 		}
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(c)) {
 			s.printf("key_counts %s: %d\n", k, c[k])
 		}
 	case "oracle":
