@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -61,6 +62,14 @@ func TestExternalStateKillAndRerun(t *testing.T) {
 	half := weir(t, "", "table", "read", "--data", dir, "--to", "[9223372036854775808]", "key_counts")
 	if n := strings.Count(half, "\n"); n == 0 || n >= len(want) {
 		t.Errorf("a range read of half the key space returned %d of %d rows", n, len(want))
+	}
+	bad := exec.Command(weirBin, "table", "read", "--data", dir, "key_count")
+	if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), `no external state table "key_count" in this store (declared: [key_counts])`) {
+		t.Errorf("table read of an unknown table: %v, %s", err, out)
+	}
+	bad = exec.Command(weirBin, "table", "read", "--data", dir, "--from", `["x"]`, "key_counts")
+	if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "--from: external state key_counts: key column key_hash") {
+		t.Errorf("table read with a bad key: %v, %s", err, out)
 	}
 	if out := weir(t, "", "table", "list", "--data", dir); !strings.Contains(out, fmt.Sprintf("key_counts\tkey (key_hash uint64, key string)\tvalues (count int64)\t%d rows", len(want))) {
 		t.Errorf("table list said %q", out)

@@ -50,7 +50,7 @@ func ExternalCounter(owner string) weir.Computation {
 func externalCounterPlan(name, owner, in, out, sinkID string, o Options, batch plan.BatchPlan) *plan.CompPlan {
 	return &plan.CompPlan{
 		Name: name, Code: ExternalCounter(owner), GroupBy: []string{"key"}, Partitions: o.CounterPartitions,
-		Mode: o.Mode, Inputs: []string{in}, Outputs: []string{out}, Batch: batch,
+		Mode: o.Mode, CompactDedup: o.Compact, Inputs: []string{in}, Outputs: []string{out}, Batch: batch,
 		ExternalStates: map[string]plan.ExternalAccess{ExternalTable.Name: {Table: ExternalTable, Write: true}},
 		Sinks: []plan.SinkPlan{{ID: sinkID, InputStream: out, New: func() (connector.Sink, error) {
 			return testconn.NewCollectSink(sinkID), nil
