@@ -10,7 +10,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,6 +90,38 @@ func writeKeyEvents(t *testing.T, dir string, keys []string, op string) {
 		}
 	}
 	weir(t, in.String(), "queue", "write", "--data", dir, "events")
+}
+
+// checkMetrics polls the running weir's /metrics until it has every
+// series (the counters appear with the first row they count), within 30s.
+func checkMetrics(t *testing.T, dir string, series ...string) {
+	t.Helper()
+	addr, _ := adminFile(t, dir)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var missing []string
+		for _, s := range series {
+			if !strings.Contains(string(b), s+" ") {
+				missing = append(missing, s)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics lacks %v", missing)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func readDigests(t *testing.T, dir string) []servicelogtest.Digest {
@@ -182,6 +216,12 @@ func TestServiceLogKillsDuringCycles(t *testing.T) {
 			t.Fatalf("table read through the admin API returned %q", out)
 		}
 		time.Sleep(time.Duration(200+r.IntN(600)) * time.Millisecond)
+		if round == 0 {
+			checkMetrics(t, dir, `weir_service_log_rows_total{partition="key_counts#0/2",source="log"}`,
+				`weir_service_log_cycles_total{partition="key_counts#1/2",source="log"}`,
+				`weir_external_state_writes_total{kind="put",table="key_counts"}`,
+				`weir_external_state_writes_total{kind="delete",table="key_counts"}`)
+		}
 		run.cmd.Process.Signal(syscall.SIGKILL)
 		<-run.done
 		run.done <- nil

@@ -61,6 +61,8 @@
 //
 // # Metrics
 //
-//	weir_service_log_rows_total{source}     rows emitted (cycle-end markers not counted)
-//	weir_service_log_cycles_total{source}   cycles completed by the source's partitions
+//	weir_service_log_rows_total{source,partition}     rows emitted (cycle-end markers not counted):
+//	                                                  a partition far above the others has a skewed
+//	                                                  share of the first key column
+//	weir_service_log_cycles_total{source,partition}   cycles completed
 package servicelog

@@ -16,7 +16,7 @@ type metricVecs struct {
 // documentation), registered once per process on the default registerer.
 var metrics = sync.OnceValue(func() metricVecs {
 	return metricVecs{
-		rows:   externalstate.Counter("weir_service_log_rows_total", "Rows a ServiceLogSource emitted (cycle-end markers not counted).", "source"),
-		cycles: externalstate.Counter("weir_service_log_cycles_total", "Cycles the partitions of a ServiceLogSource completed.", "source"),
+		rows:   externalstate.Counter("weir_service_log_rows_total", "Rows a ServiceLogSource partition emitted (cycle-end markers not counted); a partition far above the others means a skewed first key column.", "source", "partition"),
+		cycles: externalstate.Counter("weir_service_log_cycles_total", "Cycles a ServiceLogSource partition completed.", "source", "partition"),
 	}
 })

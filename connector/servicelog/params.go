@@ -18,7 +18,9 @@ type Params struct {
 	// many equal ranges, one source partition each. Default 1.
 	PartitionCount int `yson:"partition_count"`
 	// Finite: each partition ends after one cycle, so the pipeline
-	// completes (for tests). Otherwise the source cycles forever.
+	// completes (for tests). Otherwise the source cycles forever. The
+	// position persists: a later run of the pipeline finds the cycle done
+	// and completes at once.
 	Finite bool `yson:"finite"`
 	// MinCycleDuration: a partition starts a cycle no earlier than this
 	// after it started the previous one (so a small table is not rescanned

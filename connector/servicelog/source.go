@@ -35,7 +35,7 @@ type Source struct {
 	st       store.Store
 	t        *externalstate.Table
 
-	rows, cycles prometheus.Counter
+	m metricVecs
 }
 
 // NewSource builds a ServiceLogSource from its spec parameters. The table
@@ -57,9 +57,7 @@ func NewSource(sp connector.SourceParams) (*Source, error) {
 		return nil, fmt.Errorf("%s.table: the first key column of external state table %s, %s, is %s; a service log is partitioned by its first key column, "+
 			"which must be a uint64 whose values are uniformly distributed (a hash of the rest of the key, for example)", path, p.Table, first.Name, first.Type)
 	}
-	m := metrics()
-	return &Source{id: sp.SourceID, path: sp.Path, p: p, st: sp.Store, t: t,
-		rows: m.rows.WithLabelValues(sp.SourceID), cycles: m.cycles.WithLabelValues(sp.SourceID)}, nil
+	return &Source{id: sp.SourceID, path: sp.Path, p: p, st: sp.Store, t: t, m: metrics()}, nil
 }
 
 func tableNames(m map[string]*externalstate.Table) string {
@@ -104,7 +102,8 @@ func (s *Source) Open(_ context.Context, key string) (connector.SourcePartition,
 			return nil, err
 		}
 	}
-	return &partition{s: s, key: key, lo: loEnc, hi: hiEnc}, nil
+	return &partition{s: s, key: key, lo: loEnc, hi: hiEnc,
+		rows: s.m.rows.WithLabelValues(s.id, key), cycles: s.m.cycles.WithLabelValues(s.id, key)}, nil
 }
 
 func (s *Source) parseKey(key string) (int, int, error) {
@@ -148,6 +147,8 @@ type partition struct {
 	key    string
 	lo, hi []byte // key encodings of the range; hi nil: to the end
 	cur    cursor
+
+	rows, cycles prometheus.Counter
 }
 
 func (p *partition) Key() string  { return p.key }
@@ -255,7 +256,7 @@ func (p *partition) Read(ctx context.Context, from connector.Offset, maxRows, ma
 			p.cur.Rows++
 			p.cur.After = r.key
 		}
-		p.s.rows.Add(float64(len(rows)))
+		p.rows.Add(float64(len(rows)))
 		if ended && p.s.p.CycleEndMarker {
 			b.Records = append(b.Records, connector.Record{Offset: p.cur.offset(), WriteTimestamp: ts, Row: map[string]any{
 				ColCycle: uint64(p.cur.Cycle), ColCycleEnd: true, ColRows: uint64(p.cur.Rows), ColPartition: p.key,
@@ -263,7 +264,7 @@ func (p *partition) Read(ctx context.Context, from connector.Offset, maxRows, ma
 		}
 	}
 	if ended {
-		p.s.cycles.Inc()
+		p.cycles.Inc()
 		p.cur = cursor{Cycle: p.cur.Cycle + 1, PrevStarted: p.cur.Started, Done: p.s.p.Finite}
 		b.End = p.s.p.Finite || p.s.p.MinCycleDuration > 0
 	}
