@@ -107,6 +107,13 @@ type Computation struct {
 	// refused when it is loaded, because every message would share one key
 	// and one state, which silently computes something else.
 	Keyed bool
+	// ExternalStateWrites names the external state tables the class writes
+	// (ExternalState.Put and Delete). A spec whose computation of this
+	// class does not list each of them under external_state_managers is
+	// refused when it is loaded; a SwiftMap class may not declare any.
+	// Classes that leave it empty are checked only when they write: a
+	// write to a table the computation does not list fails the call.
+	ExternalStateWrites []string
 }
 
 // Transform returns a Transform computation that processes one message at a time.
@@ -128,6 +135,8 @@ func (c Computation) Validate() error {
 		return errors.New("weir: computation has neither OnMessage nor OnMessages")
 	case c.OnMessage != nil && c.OnMessages != nil:
 		return errors.New("weir: computation sets both OnMessage and OnMessages; choose one")
+	case c.Kind == KindSwiftMap && len(c.ExternalStateWrites) > 0:
+		return fmt.Errorf("weir: a SwiftMap may not write external state (ExternalStateWrites %v): its inputs are deduplicated by watermark only, so a redelivered input would apply a write twice; use a Transform", c.ExternalStateWrites)
 	}
 	return nil
 }

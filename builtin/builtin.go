@@ -1,6 +1,8 @@
 // Package builtin holds the computation classes weir ships for examples,
-// demos and tests: Counter (a keyed Transform), Tokenize (a SwiftMap) and
-// the passthroughs. Each emits on its computation's first output stream.
+// demos and tests: Counter (a keyed Transform), ExternalCounter (Counter
+// over an external state table), Digest (over a service log), Tokenize (a
+// SwiftMap) and the passthroughs. Each emits on its computation's first
+// output stream.
 package builtin
 
 import (
@@ -11,14 +13,17 @@ import (
 	"github.com/weir-stream/weir"
 )
 
-// Register adds the built-in classes to r: Counter, Tokenize,
-// Passthrough (Transform) and SwiftPassthrough (SwiftMap).
+// Register adds the built-in classes to r: Counter, ExternalCounter,
+// Digest, Tokenize, Passthrough (Transform) and SwiftPassthrough
+// (SwiftMap).
 func Register(r *weir.Registry) error {
 	return errors.Join(
 		r.Register("Counter", Counter()),
 		r.Register("Tokenize", Tokenize()),
 		r.Register("Passthrough", Passthrough(weir.KindTransform)),
 		r.Register("SwiftPassthrough", Passthrough(weir.KindSwiftMap)),
+		r.Register("ExternalCounter", ExternalCounter()),
+		r.Register("Digest", Digest()),
 	)
 }
 

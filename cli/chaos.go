@@ -41,7 +41,7 @@ func runChaos(o *Options, args []string) error {
 	seed := fs.Uint64("seed", 0, "run only this seed (replay)")
 	messages := fs.Int("messages", 100000, "input messages in total, spread over the seeds")
 	perSeed := fs.Int("per-seed", 0, "input messages per seed (overrides --messages)")
-	procRuns := fs.Int("process-runs", 0, "process-level runs per example (counter, counter-async) with this binary")
+	procRuns := fs.Int("process-runs", 0, "process-level runs per example (counter, counter-async, external-state) with this binary")
 	procEvents := fs.Int("process-events", 20000, "events per process-level run")
 	out := fs.String("out", "", "write the figures table into this Markdown file, between its markers")
 	if _, err := parse(fs, args); err != nil {
@@ -90,7 +90,7 @@ func runChaos(o *Options, args []string) error {
 			return err
 		}
 		proc = &chaos.ProcessFigures{Command: command}
-		for _, example := range []string{"counter", "counter-async"} {
+		for _, example := range chaos.ProcessExamples {
 			for r := 0; r < *procRuns; r++ {
 				dir, err := os.MkdirTemp("", "weir-chaos-")
 				if err != nil {

@@ -77,6 +77,7 @@ func commands() []command {
 		{"demo", "run a self-checking exactly-once demo on generated events", runDemo},
 		{"run", "run a pipeline spec on the embedded store", runRun},
 		{"queue", "create, write, read and list queues", runQueue},
+		{"table", "read and list external state tables", runTable},
 		{"pipeline", "status, stop, pause or start a running pipeline", runPipeline},
 		{"store", "check a store for damage; create a PostgreSQL store's schema", runStore},
 		{"bench", "measure throughput and latency by processing mode", runBench},

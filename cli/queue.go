@@ -148,7 +148,13 @@ func queueRead(o *Options, args []string) error {
 }
 
 func queueList(o *Options, args []string) error {
-	fs := newFlags(o, "queue list", "--data DIR", "Lists the queues with their partition counts and row counts.")
+	return listCommand(o, args, "queue list", "Lists the queues with their partition counts and row counts.", "/queues", listQueues)
+}
+
+// listCommand runs a list subcommand that takes only --data DIR: list on
+// DIR's store, or GET path from the admin API of the weir run holding it.
+func listCommand(o *Options, args []string, name, help, path string, list func(context.Context, store.Store, io.Writer) error) error {
+	fs := newFlags(o, name, "--data DIR", help)
 	dir := fs.String("data", "", "data directory (required)")
 	if _, err := parse(fs, args); err != nil {
 		return err
@@ -156,12 +162,9 @@ func queueList(o *Options, args []string) error {
 	if *dir == "" {
 		return usageErr(fs, "need --data DIR")
 	}
-	ctx := context.Background()
-	remote, err := withStore(*dir, true, func(st store.Store) error {
-		return listQueues(ctx, st, o.Stdout)
-	})
+	remote, err := withStore(*dir, true, func(st store.Store) error { return list(context.Background(), st, o.Stdout) })
 	if remote != nil {
-		err = remote.call(http.MethodGet, "/queues", "", nil, o.Stdout)
+		err = remote.call(http.MethodGet, path, "", nil, o.Stdout)
 	}
 	return err
 }

@@ -43,9 +43,10 @@ func runRun(o *Options, args []string) error {
 			"next run resumes exactly once. A second signal stops at once. After a\n"+
 			"SIGKILL, the same command resumes with nothing lost or duplicated.\n\n"+
 			"While it runs, a loopback admin API serves /status and /metrics, and\n"+
-			"'weir pipeline' and 'weir queue' commands work through it. Failures (a\n"+
-			"job failing in user code or a sink, a source that cannot be reached) are\n"+
-			"written to stderr: the first at once, repeats summarized every 10s.\n\n"+
+			"'weir pipeline', 'weir queue' and 'weir table' commands work through it.\n"+
+			"Failures (a job failing in user code or a sink, a source that cannot be\n"+
+			"reached) are written to stderr: the first at once, repeats summarized\n"+
+			"every 10s.\n\n"+
 			"Exit codes: 0 completed or stopped (drained); 1 error; 2 usage;\n"+
 			"3 the drain timed out and the pipeline was stopped hard (paused).")
 	dir := fs.String("data", "", "data directory (required; created if missing)")
@@ -258,6 +259,33 @@ func (r *runner) handler() http.Handler {
 		// synced write after the read covers every row read (they are
 		// earlier in the log), so nothing this reader returns can vanish in
 		// a power loss.
+		if err := durableBarrier(req.Context(), r.st); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Write(buf.Bytes())
+	})
+	mux.HandleFunc("GET /tables", func(w http.ResponseWriter, req *http.Request) {
+		if err := listTables(req.Context(), r.st, w); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+	mux.HandleFunc("GET /tables/{name}/rows", func(w http.ResponseWriter, req *http.Request) {
+		v := req.URL.Query()
+		limit := 0
+		if s := v.Get("limit"); s != "" {
+			var err error
+			if limit, err = strconv.Atoi(s); err != nil {
+				http.Error(w, "limit: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+		}
+		var buf bytes.Buffer
+		if err := readTable(req.Context(), r.st, &buf, req.PathValue("name"), v.Get("from"), v.Get("to"), limit); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		// As for queue reads: nothing returned may vanish in a power loss.
 		if err := durableBarrier(req.Context(), r.st); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/externalstate"
 	"github.com/weir-stream/weir/store"
 )
 
@@ -75,6 +76,31 @@ type SourcePartition interface {
 	Finite() bool
 	// Close releases the partition.
 	Close() error
+}
+
+// CursorPartition is a source partition whose read position is more than
+// an offset: a service log's (cycle, last key read). Its cursor commits
+// with the position, in the epoch transaction (the job writes it into the
+// partition's state whenever the position moves), and a job that opens the
+// partition later gets it back before its first Read. Only a Transform
+// computation may read such a partition (the source implements
+// TransformOnly): a Swift reader's replay must rebuild the same message ids
+// from the same offsets, which a cursor over changing rows cannot promise.
+type CursorPartition interface {
+	SourcePartition
+	// Resume positions the partition at its committed offset and cursor
+	// (nil: none committed yet) before the first Read.
+	Resume(at Offset, cursor []byte) error
+	// Cursor returns the cursor at next, the Next of the last batch Read
+	// returned (the position the epoch commits).
+	Cursor(next Offset) ([]byte, error)
+}
+
+// TransformOnly is implemented by sources that only a Transform
+// computation may read; the reason says why (a plan with a Swift reader is
+// refused with it).
+type TransformOnly interface {
+	TransformOnly() (reason string)
 }
 
 // Source is an ordered, partitioned source.
@@ -193,6 +219,9 @@ type SourceParams struct {
 	Path       string
 	Parameters map[string]any
 	Store      store.Store
+	// ExternalStates are the pipeline's declared external state tables, by
+	// name (a service log cycles over one).
+	ExternalStates map[string]*externalstate.Table
 }
 
 // SinkWith adapts a connector package's constructor, which takes

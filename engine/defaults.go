@@ -8,6 +8,7 @@ import (
 	"github.com/weir-stream/weir/connector/httpsink"
 	"github.com/weir-stream/weir/connector/kafka"
 	"github.com/weir-stream/weir/connector/queue"
+	"github.com/weir-stream/weir/connector/servicelog"
 	"github.com/weir-stream/weir/connector/statictable"
 )
 
@@ -29,7 +30,7 @@ func DefaultConnectors() *connector.Registry { return DefaultConnectorsWith(kafk
 func DefaultConnectorsWith(ko kafka.Options) *connector.Registry {
 	r := connector.NewRegistry()
 	kafkaReg := func(r *connector.Registry) error { return kafka.RegisterWith(r, ko) }
-	for _, reg := range []func(*connector.Registry) error{queue.Register, httpsink.Register, kafkaReg, statictable.Register, clickhouse.Register} {
+	for _, reg := range []func(*connector.Registry) error{queue.Register, httpsink.Register, kafkaReg, statictable.Register, servicelog.Register, clickhouse.Register} {
 		if err := reg(r); err != nil {
 			panic(err)
 		}

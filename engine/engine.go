@@ -12,6 +12,7 @@ import (
 	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/controller"
+	"github.com/weir-stream/weir/externalstate"
 	"github.com/weir-stream/weir/job"
 	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/spec"
@@ -68,6 +69,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	if err := checkStaticSpec(ctx, cfg.Store, cfg.Spec); err != nil {
+		return nil, err
+	}
+	if err := externalstate.Declare(ctx, cfg.Store, externalstate.Tables(cfg.Spec)); err != nil {
 		return nil, err
 	}
 	d := cfg.Spec.Dynamic

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/externalstate"
 	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/store"
@@ -38,6 +39,7 @@ func BuildPlan(ctx context.Context, p *spec.Pipeline, classes *weir.Registry, co
 		return nil, err
 	}
 	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{}}
+	tables := externalstate.Tables(p)
 	var errs []error
 	names := make([]string, 0, len(p.Computations))
 	for n := range p.Computations {
@@ -76,6 +78,26 @@ func BuildPlan(ctx context.Context, p *spec.Pipeline, classes *weir.Registry, co
 			TimerCountLimit:       int(c.TimerStoreCountLimit),
 			TimerBytesLimit:       int(c.TimerStoreByteSizeLimit),
 		}
+		if len(c.ExternalStateManagers)+len(c.ExternalStateJoiners) > 0 {
+			cp.ExternalStates = map[string]plan.ExternalAccess{}
+			for _, t := range c.ExternalStateJoiners {
+				cp.ExternalStates[t] = plan.ExternalAccess{Table: externalstate.FromSpec(t, p.ExternalStates[t])}
+			}
+			for _, t := range c.ExternalStateManagers {
+				cp.ExternalStates[t] = plan.ExternalAccess{Table: externalstate.FromSpec(t, p.ExternalStates[t]), Write: true}
+			}
+		}
+		var undeclared []string
+		for _, t := range code.ExternalStateWrites {
+			if !cp.ExternalStates[t].Write {
+				undeclared = append(undeclared, t)
+			}
+		}
+		if len(undeclared) > 0 {
+			errs = append(errs, fmt.Errorf("%s.external_state_managers: class %q writes external state table(s) %v, which the computation does not list; "+
+				"add them to external_state_managers (and declare them under external_states)", path, c.ComputationClassName, undeclared))
+			continue
+		}
 		if cp.LeaseCheckPeriod == 0 {
 			cp.LeaseCheckPeriod = p.Dynamic.LeaseCheckPeriod.Std()
 		}
@@ -98,7 +120,7 @@ func BuildPlan(ctx context.Context, p *spec.Pipeline, classes *weir.Registry, co
 				errs = append(errs, fmt.Errorf("%s.source_streams.%s.source_class_name: unknown source class %q (known: %v)", path, id, src.SourceClassName, conns.SourceClasses()))
 				continue
 			}
-			s, err := f(connector.SourceParams{SourceID: id, Path: path + ".source_streams." + id, Parameters: src.Parameters, Store: st})
+			s, err := f(connector.SourceParams{SourceID: id, Path: path + ".source_streams." + id, Parameters: src.Parameters, Store: st, ExternalStates: tables})
 			if err != nil {
 				errs = append(errs, err)
 				continue

@@ -31,6 +31,8 @@
 //	dedup.go      the input store: dedup by id (exactly_once) and by watermark
 //	outbox.go     materialized outputs until every destination acknowledged them
 //	states.go     per-key states with a byte-bounded cache
+//	extstate.go   the epoch's external state buffer: reads over it, its writes
+//	              (guarded when read first) added to the epoch transaction
 //	timers.go     timers: persisted, bounded, ordered by trigger
 //	source.go     one source partition: position, memorized sequence numbers
 //	swift.go      Swift lineage: a parent is acknowledged when its children are delivered

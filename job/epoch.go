@@ -202,6 +202,7 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 	if err := j.states.sync(txn); err != nil {
 		return nil, err
 	}
+	j.ext.sync(txn)
 	d.Txn = txn
 	d.Commit = !j.comp.Swift() || !txn.Empty() || j.tx.probeDue()
 	return d, nil
@@ -242,6 +243,7 @@ func (j *Job) Apply(ctx context.Context, d *Decision) (EpochResult, error) {
 	}
 	if d.Commit {
 		if err := j.tx.commit(ctx, d.Txn, d.TS); err != nil {
+			j.ext.commitFailed(err)
 			return res, fmt.Errorf("job %s: commit: %w", j.cfg.Partition.ID, err)
 		}
 		res.Committed = true
@@ -253,6 +255,7 @@ func (j *Job) Apply(ctx context.Context, d *Decision) (EpochResult, error) {
 	j.box.committed()
 	j.timers.committed()
 	j.states.committed()
+	j.ext.committed()
 	if err := j.crash(CrashAfterCommitBeforeAck); err != nil {
 		return res, err
 	}

@@ -76,6 +76,7 @@ type Job struct {
 	tx     *txManager
 	inputs *inputStore
 	states *stateManager
+	ext    *externalStates
 	timers *timerStore
 	box    *outbox
 	recv   transport.Receiver
@@ -146,6 +147,7 @@ func New(cfg Config) (*Job, error) {
 	// and a Swift computation's inputs by watermark.
 	j.inputs = newInputStore(cfg.Store, c.Name, c.CompactDedup, c.Mode == plan.ExactlyOnce && !c.Swift() && !c.IsSource())
 	j.states = newStateManager(cfg.Store, c.Name, c.StateCacheBytes)
+	j.ext = newExternalStates(cfg.Store, c)
 	j.timers = newTimerStore(c.Name, c.Timers, c.TimerCountLimit, c.TimerBytesLimit)
 	j.box = newOutbox(cfg.Store, pid)
 	if c.Swift() {

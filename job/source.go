@@ -54,6 +54,9 @@ type sourceReader struct {
 	done        map[connector.Offset]bool
 	skip        map[connector.Offset]connector.Offset // swift: gap [from, to) with no record
 	offsetOf    map[msgid.ID]connector.Offset
+	// cursor is the partition when it keeps a cursor (Transform only): its
+	// cursor commits with every change of the position.
+	cursor connector.CursorPartition
 
 	maxEvent     time.Time
 	lastRecordAt time.Time
@@ -71,7 +74,10 @@ type sourceBatch struct {
 	end     bool
 }
 
-const sourceStateName = "source"
+const (
+	sourceStateName  = "source"
+	sourceCursorName = "source_cursor"
+)
 
 func openSourceReader(ctx context.Context, j *Job, key string) (*sourceReader, error) {
 	part, err := j.comp.Source.Open(ctx, key)
@@ -94,6 +100,19 @@ func openSourceReader(ctx context.Context, j *Job, key string) (*sourceReader, e
 			return nil, fmt.Errorf("job %s: source state: %w", j.cfg.Partition.ID, err)
 		}
 	}
+	if cp, ok := part.(connector.CursorPartition); ok {
+		if r.swift {
+			return nil, fmt.Errorf("job %s: source partition %s keeps a cursor; a Swift computation cannot read it (use a Transform)", j.cfg.Partition.ID, key)
+		}
+		c, _, err := j.st.Get(ctx, store.PartitionStates, r.cursorKey())
+		if err != nil {
+			return nil, fmt.Errorf("job %s: read source cursor: %w", j.cfg.Partition.ID, err)
+		}
+		if err := cp.Resume(r.persisted, c); err != nil {
+			return nil, fmt.Errorf("job %s: resume source partition %s: %w", j.cfg.Partition.ID, key, err)
+		}
+		r.cursor = cp
+	}
 	r.readNext = r.persisted
 	r.reported = r.persisted
 	for _, m := range r.memory {
@@ -105,6 +124,11 @@ func openSourceReader(ctx context.Context, j *Job, key string) (*sourceReader, e
 
 func (r *sourceReader) stateKey() []byte {
 	return tables.PartitionStateKey(string(r.j.cfg.Partition.ID), sourceStateName)
+}
+
+// cursorKey is the partition state row of a CursorPartition's cursor.
+func (r *sourceReader) cursorKey() []byte {
+	return tables.PartitionStateKey(string(r.j.cfg.Partition.ID), sourceCursorName)
 }
 
 func (r *sourceReader) read(ctx context.Context, maxRows, maxBytes int) (*sourceBatch, error) {
@@ -276,6 +300,13 @@ func (r *sourceReader) sync(txn *store.Txn) error {
 		// that read it: the position is what it read up to.
 		r.persisted = r.readNext
 		changed = true
+		if r.cursor != nil {
+			c, err := r.cursor.Cursor(r.persisted)
+			if err != nil {
+				return fmt.Errorf("source %s: cursor at offset %d: %w", r.part.Key(), r.persisted, err)
+			}
+			txn.Put(store.PartitionStates, r.cursorKey(), c)
+		}
 	}
 	if changed {
 		txn.Put(store.PartitionStates, r.stateKey(), r.encodeState())

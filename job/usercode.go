@@ -46,6 +46,30 @@ func (c *callContext) StoreState(name string, v any, empty bool, encode func(any
 	c.job.states.store(c.key, name, v, empty, encode)
 }
 
+// ExternalGet, ExternalPut, ExternalDelete and ExternalScan reach the
+// epoch's external state buffer (extstate.go); an error fails the call
+// even if the code ignores it.
+func (c *callContext) ExternalGet(table string, key []any) (map[string]any, bool, error) {
+	row, ok, err := c.job.ext.get(c.ctx, table, key)
+	c.setErr(err)
+	return row, ok, err
+}
+func (c *callContext) ExternalPut(table string, row map[string]any) error {
+	err := c.job.ext.put(table, row)
+	c.setErr(err)
+	return err
+}
+func (c *callContext) ExternalDelete(table string, key []any) error {
+	err := c.job.ext.delete(table, key)
+	c.setErr(err)
+	return err
+}
+func (c *callContext) ExternalScan(table string, lo, hi []any, fn func(row map[string]any) bool) error {
+	err := c.job.ext.scan(c.ctx, table, lo, hi, fn)
+	c.setErr(err)
+	return err
+}
+
 // stateAllowed refuses state in Swift computations. A Swift computation's
 // inputs are deduplicated only by the SystemWatermark, not by message id: an
 // input processed and committed, whose acknowledgement was then lost (a
@@ -192,6 +216,9 @@ func (j *Job) process(ctx context.Context, ts store.Timestamp, msgs []*weir.Mess
 			}
 			out = append(out, col.out...)
 		}
+		if cc.err != nil {
+			return nil, cc.err
+		}
 		if len(g.msgs) == 0 {
 			continue
 		}
@@ -321,7 +348,8 @@ func minEventTime(msgs []*weir.Message) time.Time {
 }
 
 var (
-	_ weir.Context   = (*callContext)(nil)
-	_ userstate.Host = (*callContext)(nil)
-	_ weir.Output    = (*collector)(nil)
+	_ weir.Context           = (*callContext)(nil)
+	_ userstate.Host         = (*callContext)(nil)
+	_ userstate.ExternalHost = (*callContext)(nil)
+	_ weir.Output            = (*collector)(nil)
 )

@@ -15,6 +15,7 @@ import (
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/externalstate"
 	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/store"
@@ -92,6 +93,18 @@ type CompPlan struct {
 	// timers (spec timer_store_count_limit / timer_store_byte_size_limit).
 	TimerCountLimit int
 	TimerBytesLimit int
+
+	// ExternalStates are the external state tables the computation may
+	// use, by name: written (external_state_managers, Write) or only read
+	// (external_state_joiners).
+	ExternalStates map[string]ExternalAccess
+}
+
+// ExternalAccess is a computation's access to one external state table.
+type ExternalAccess struct {
+	Table *externalstate.Table
+	// Write: the computation may write the table (and read it).
+	Write bool
 }
 
 // SinkPlan is one sink of a computation.
@@ -181,8 +194,24 @@ func (p *Plan) Validate() error {
 			}
 			writers[s] = name
 		}
+		if to, ok := c.Source.(connector.TransformOnly); ok && c.Swift() {
+			return fmt.Errorf("plan: computation %s is a SwiftMap reading source %s, which only a Transform may read: %s; use a Transform class", name, c.SourceStream, to.TransformOnly())
+		}
 		if c.Swift() && len(c.Sinks) > 0 {
 			return fmt.Errorf("plan: computation %s: a SwiftMap cannot have sinks", name)
+		}
+		for _, t := range c.Code.ExternalStateWrites {
+			if !c.ExternalStates[t].Write {
+				return fmt.Errorf("plan: computation %s: its class writes external state table %s, which the computation does not list among the tables it writes (external_state_managers)", name, t)
+			}
+		}
+		for t, a := range c.ExternalStates {
+			if a.Write && c.Swift() {
+				return fmt.Errorf("plan: computation %s is a SwiftMap and may not write external state table %s: its inputs are deduplicated by watermark only, so a redelivered input would apply a write twice; use a Transform", name, t)
+			}
+			if a.Table == nil || a.Table.Name != t {
+				return fmt.Errorf("plan: computation %s: external state %s has no table declaration", name, t)
+			}
 		}
 		if len(c.Timers) > 0 && c.Code.OnTimer == nil {
 			return fmt.Errorf("plan: computation %s has timer streams but no OnTimer", name)

@@ -65,6 +65,14 @@ type Pipeline struct {
 	// has exactly one writer computation (listed in its output_stream_ids).
 	// Ids are made of [A-Za-z0-9_] because they are embedded in message ids.
 	Streams map[string]*Stream `yson:"streams,omitempty" yaml:"streams,omitempty"`
+	// ExternalStates declares the pipeline's external state tables, by table
+	// name (Flow's external state, IExternalStateManager): user tables in the
+	// pipeline's store that computations read and write by key, their writes
+	// committed in the epoch transaction (package externalstate). A
+	// computation writes only the tables its external_state_managers lists
+	// and reads those and its external_state_joiners. Names are made of
+	// [A-Za-z0-9_].
+	ExternalStates map[string]*ExternalState `yson:"external_states,omitempty" yaml:"external_states,omitempty"`
 	// Dynamic holds what Flow keeps in the separate dynamic spec: the target
 	// state and controller tunables. Optional; every field has a default.
 	Dynamic DynamicSpec `yson:"dynamic_spec" yaml:"dynamic_spec"`
@@ -252,6 +260,37 @@ type Computation struct {
 	// blocked by backpressure, before the next fetch. Default 250ms (as in
 	// Flow); must be positive so that an idle job does not spin.
 	EmptyBatchBackoff Duration `yson:"empty_batch_backoff,omitempty" yaml:"empty_batch_backoff,omitempty"`
+
+	// ExternalStateManagers lists the external state tables (names in
+	// external_states) the computation writes, and may read: its writes are
+	// buffered during the epoch and committed in the epoch transaction, so a
+	// replay never applies them twice. A write to a table not listed here
+	// fails the call; a class that declares the tables it writes
+	// (weir.Computation.ExternalStateWrites) is refused at load unless each
+	// is listed. Not allowed for SwiftMap and SwiftOrderedSource
+	// computations (their inputs are deduplicated by watermark only, so a
+	// redelivered input would apply a write twice).
+	ExternalStateManagers []string `yson:"external_state_managers,omitempty" yaml:"external_state_managers,omitempty"`
+	// ExternalStateJoiners lists external state tables the computation only
+	// reads (Flow's external_state_joiners). A SwiftMap may read them, but
+	// its code must stay deterministic: read only rows that do not change
+	// while its inputs may be replayed.
+	ExternalStateJoiners []string `yson:"external_state_joiners,omitempty" yaml:"external_state_joiners,omitempty"`
+}
+
+// ExternalState declares one external state table: a sorted table of rows
+// in the pipeline's store, keyed by KeyColumns (in order: rows sort by the
+// first key column, then the second, ...).
+type ExternalState struct {
+	// KeyColumns are the key columns, in sort order; at least one. Every
+	// row holds them, with scalar values of the declared types (not null).
+	// A ServiceLogSource cycling over the table needs the first to be a
+	// uint64, uniformly distributed (a hash): it partitions by it.
+	KeyColumns []Column `yson:"key_columns,omitempty" yaml:"key_columns,omitempty"`
+	// ValueColumns, if given, are the only other columns a row may have,
+	// each of the declared type or null. Empty: free-form rows (any other
+	// columns).
+	ValueColumns []Column `yson:"value_columns,omitempty" yaml:"value_columns,omitempty"`
 }
 
 // Source is one external source stream of a source computation.

@@ -67,6 +67,9 @@ func (v *validator) run() {
 			v.columns(joinKey(path, "schema"), s.Schema)
 		}
 	}
+	for _, name := range sortedKeys(p.ExternalStates) {
+		v.externalState(joinKey("external_states", name), name, p.ExternalStates[name])
+	}
 	for _, id := range sortedKeys(p.Computations) {
 		path := joinKey("computations", id)
 		if !isID(id) {
@@ -279,8 +282,69 @@ func (v *validator) computation(id, path string, c *Computation) {
 	if len(c.InputStreamIDs) == 0 && len(c.SourceStreams) == 0 && (!kindKnown || kind == KindTransform) {
 		v.add(path, "has neither input_stream_ids nor source_streams, so it would never receive a message; give it an input stream or a source")
 	}
+	v.externalStateLists(path, c, kindKnown && !kind.IsTransformFamily())
 	if kindKnown {
 		v.kindRules(path, c, kind)
+	}
+}
+
+// externalState checks one external state table declaration.
+func (v *validator) externalState(path, name string, t *ExternalState) {
+	if !isID(name) {
+		v.add(path, "%s", idMessage("external state table", name))
+	}
+	if t == nil {
+		v.add(path, "external state table is null; give it key_columns or remove it")
+		return
+	}
+	kp := joinKey(path, "key_columns")
+	if len(t.KeyColumns) == 0 {
+		v.add(kp, "an external state table needs at least one key column; list them in sort order, e.g. [{name=user_hash; type=uint64}]")
+	}
+	v.columns(kp, t.KeyColumns)
+	for i, col := range t.KeyColumns {
+		if !keyType(col.Type) {
+			v.add(joinKey(joinIndex(kp, i), "type"), "a key column cannot be of type %q, which may hold lists and maps; use a scalar type", col.Type)
+		}
+	}
+	vp := joinKey(path, "value_columns")
+	v.columns(vp, t.ValueColumns)
+	keys := map[string]bool{}
+	for _, col := range t.KeyColumns {
+		keys[col.Name] = true
+	}
+	for i, col := range t.ValueColumns {
+		if keys[col.Name] {
+			v.add(joinKey(joinIndex(vp, i), "name"), "column %q is also a key column; list it once, under key_columns", col.Name)
+		}
+	}
+}
+
+// externalStateLists checks a computation's external_state_managers and
+// external_state_joiners: declared tables, each listed once; swift says
+// the computation is of a Swift kind, which may not write.
+func (v *validator) externalStateLists(path string, c *Computation, swift bool) {
+	seen := map[string]string{}
+	check := func(key string, names []string) {
+		lp := joinKey(path, key)
+		for i, n := range names {
+			ep := joinIndex(lp, i)
+			if _, ok := v.p.ExternalStates[n]; !ok {
+				v.add(ep, "%q is not an external state table%s; declare it under external_states or fix the name", n, didYouMean(n, sortedKeys(v.p.ExternalStates)))
+				continue
+			}
+			if prev, dup := seen[n]; dup {
+				v.add(ep, "table %q is already listed in %s; list it once (external_state_managers may also read)", n, prev)
+				continue
+			}
+			seen[n] = key
+		}
+	}
+	check("external_state_managers", c.ExternalStateManagers)
+	check("external_state_joiners", c.ExternalStateJoiners)
+	if swift && len(c.ExternalStateManagers) > 0 {
+		v.add(joinKey(path, "external_state_managers"), "class %q is a Swift computation, which may not write external state: its inputs are deduplicated by watermark only, "+
+			"so a redelivered input would apply a write twice; move the writes to a Transform, or list the tables under external_state_joiners to read them", c.ComputationClassName)
 	}
 }
 

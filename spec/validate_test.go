@@ -44,6 +44,26 @@ func TestValidateErrors(t *testing.T) {
 		path     string
 		contains string
 	}{
+		// External state.
+		{name: "external state without key", mutate: func(p P) { p.ExternalStates = map[string]*ExternalState{"t": {}} }, path: "external_states.t.key_columns", contains: "at least one key column"},
+		{name: "external state list key type", mutate: func(p P) {
+			p.ExternalStates = map[string]*ExternalState{"t": {KeyColumns: []Column{{Name: "k", Type: TypeAny}}}}
+		}, path: "external_states.t.key_columns[0].type", contains: "cannot be of type"},
+		{name: "external state value is key", mutate: func(p P) {
+			p.ExternalStates = map[string]*ExternalState{"t": {KeyColumns: []Column{{Name: "k", Type: TypeString}}, ValueColumns: []Column{{Name: "k", Type: TypeString}}}}
+		}, path: "external_states.t.value_columns[0].name", contains: "also a key column"},
+		{name: "undeclared external state", mutate: func(p P) {
+			comp(p, "MyComputation").ExternalStateManagers = []string{"nope"}
+		}, path: "computations.MyComputation.external_state_managers[0]", contains: "not an external state table"},
+		{name: "external state listed twice", mutate: func(p P) {
+			p.ExternalStates = map[string]*ExternalState{"t": {KeyColumns: []Column{{Name: "k", Type: TypeString}}}}
+			comp(p, "MyComputation").ExternalStateManagers = []string{"t"}
+			comp(p, "MyComputation").ExternalStateJoiners = []string{"t"}
+		}, path: "computations.MyComputation.external_state_joiners[0]", contains: "already listed"},
+		{name: "swift writes external state", mutate: func(p P) {
+			p.ExternalStates = map[string]*ExternalState{"t": {KeyColumns: []Column{{Name: "k", Type: TypeString}}}}
+			comp(p, "MyBatcher").ExternalStateManagers = []string{"t"}
+		}, path: "computations.MyBatcher.external_state_managers", contains: "may not write external state"},
 		// Structure.
 		{name: "no computations", mutate: func(p P) { p.Computations = nil }, path: "computations", contains: "at least one computation"},
 		{name: "null computation", mutate: func(p P) { p.Computations["Nil"] = nil }, path: "computations.Nil", contains: "computation is null"},

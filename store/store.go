@@ -50,6 +50,9 @@ const (
 	QueueRows             Table = "queue_rows"
 	Consumers             Table = "consumers"
 	Producers             Table = "producers"
+	// ExternalStates holds the rows of every external state table (package
+	// externalstate), one key range per table.
+	ExternalStates Table = "external_states"
 )
 
 // Valid reports whether t is a well-formed table name.

@@ -25,12 +25,14 @@
 package weirtest
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
 	"testing"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/externalstate"
 	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/internal/sim"
 )
@@ -50,6 +52,10 @@ type Case struct {
 	// BatchRows bounds each epoch's batch (default 3: small batches make
 	// more epochs, and more places to crash).
 	BatchRows int
+	// ExternalStates declares the external state tables the computation
+	// reads and writes (weir.ExternalState); ExactlyOnce compares their
+	// final rows too.
+	ExternalStates []*externalstate.Table
 }
 
 // Rows builds a single source partition whose rows have one column.
@@ -63,7 +69,8 @@ func Rows(column string, values ...any) map[string][]weir.Row {
 
 func (c Case) options(seed uint64) sim.Options {
 	code := c.Code
-	o := sim.Options{Rows: c.Input, Code: &code, GroupBy: c.GroupBy, Counters: c.Partitions, BatchRows: c.BatchRows, Seed: seed}
+	o := sim.Options{Rows: c.Input, Code: &code, GroupBy: c.GroupBy, Counters: c.Partitions, BatchRows: c.BatchRows, Seed: seed,
+		ExternalStates: c.ExternalStates}
 	if o.Counters == 0 {
 		o.Counters = 2
 	}
@@ -99,17 +106,46 @@ func RunWithFaults(t testing.TB, c Case, seed uint64) []weir.Row {
 // ExactlyOnce runs the case without faults and then under each seed's
 // faults, and fails the test unless every faulty run committed exactly the
 // same output rows (as a multiset: the order of outputs of different keys
-// may differ between runs). For a deterministic computation this is the
-// exactly-once promise: nothing lost, nothing twice.
+// may differ between runs) and left the same rows in every external state
+// table. For a deterministic computation this is the exactly-once promise:
+// nothing lost, nothing twice.
 func ExactlyOnce(t testing.TB, c Case, seeds ...uint64) {
 	t.Helper()
-	want := canonical(t, Run(t, c))
+	clean := newSim(t, c.options(0))
+	if !clean.Run(5000, clean.Completed) {
+		t.Fatalf("weirtest: the pipeline did not complete:\n%s", tail(clean.Trace()))
+	}
+	want, wantTables := canonical(t, outputs(t, clean)), tableRows(t, clean, c)
 	for _, seed := range seeds {
-		got := canonical(t, RunWithFaults(t, c, seed))
-		if !slices.Equal(got, want) {
+		s := newSim(t, c.options(seed))
+		if trace, err := s.RandomRun(seed, 400); err != nil {
+			t.Fatalf("weirtest: seed %d: %v\n%s", seed, err, tail(trace))
+		}
+		if got := canonical(t, outputs(t, s)); !slices.Equal(got, want) {
 			t.Errorf("weirtest: seed %d: committed outputs differ from a run without faults:\n%s", seed, diff(want, got))
 		}
+		if got := tableRows(t, s, c); !slices.Equal(got, wantTables) {
+			t.Errorf("weirtest: seed %d: external state rows differ from a run without faults:\n%s", seed, diff(wantTables, got))
+		}
 	}
+}
+
+// tableRows lists the rows of c's external state tables as "table row"
+// strings, in table and key order.
+func tableRows(t testing.TB, s *sim.Sim, c Case) []string {
+	t.Helper()
+	var out []string
+	for _, tb := range c.ExternalStates {
+		err := externalstate.Scan(context.Background(), s.Store, tb.Name, nil, nil, 0, func(_ []byte, r map[string]any) (bool, error) {
+			b, err := codec.AppendRowJSON(nil, r)
+			out = append(out, tb.Name+" "+string(b))
+			return err == nil, err
+		})
+		if err != nil {
+			t.Fatalf("weirtest: read %s: %v", tb.Name, err)
+		}
+	}
+	return out
 }
 
 func newSim(t testing.TB, o sim.Options) *sim.Sim {

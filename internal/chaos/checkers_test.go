@@ -33,6 +33,11 @@ func TestCheckersCatchSabotage(t *testing.T) {
 			return sc
 		}, []string{"C5"}},
 		{"drop-state-writes", sabotageDropStateWrites, func() Scenario { return base(32) }, []string{"C4", "C2"}},
+		{"drop-external-state-writes", sabotageDropStateWrites, func() Scenario {
+			sc := base(35)
+			sc.ExternalState = true
+			return sc
+		}, []string{"C4", "C2"}},
 		{"duplicate-output", sabotageDuplicateOutput, func() Scenario { return base(33) }, []string{"C1"}},
 		{"lose-output", sabotageLoseOutput, func() Scenario { return base(34) }, []string{"C1", "C3"}},
 	}

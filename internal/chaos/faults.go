@@ -263,7 +263,7 @@ func (f *faultStore) Commit(ctx context.Context, txn *store.Txn) (err error) {
 	case s.opts.sabotage == sabotageAcceptZombies && zombie:
 		txn = rebuild(txn, false, func(store.Mutation) bool { return true })
 	case s.opts.sabotage == sabotageDropStateWrites:
-		txn = rebuild(txn, true, func(m store.Mutation) bool { return m.Table != store.States })
+		txn = rebuild(txn, true, func(m store.Mutation) bool { return m.Table != store.States && m.Table != store.ExternalStates })
 	}
 	err = f.Store.Commit(ctx, txn)
 	if zombie && err == nil {

@@ -40,6 +40,9 @@ var variants = []struct {
 	{"small-memtable-swift-extra-stage", func(c *Config) {
 		c.MemTableSize, c.SwiftReader, c.ExtraStage, c.CounterPartitions = 256<<10, true, true, 2
 	}},
+	// Counts in an external state table instead of weir.State: the same
+	// committed counts and outputs.
+	{"external-state-async", func(c *Config) { c.ExternalState, c.AsyncSink, c.CounterPartitions = true, true, 4 }},
 }
 
 func TestMetamorphic(t *testing.T) {

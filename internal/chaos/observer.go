@@ -83,7 +83,7 @@ func (o *observer) loop() {
 func (o *observer) poll() {
 	ctx := context.Background()
 	st, sc := o.l.st, o.s.sc
-	s1, err := readStates(ctx, st)
+	s1, err := readStates(ctx, st, sc.ExternalState)
 	if err != nil {
 		return
 	}
@@ -97,7 +97,7 @@ func (o *observer) poll() {
 			return
 		}
 	}
-	s2, err := readStates(ctx, st)
+	s2, err := readStates(ctx, st, sc.ExternalState)
 	if err != nil {
 		return
 	}

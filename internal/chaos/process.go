@@ -44,11 +44,15 @@ import (
 // (zombie episodes: a frozen job, its replacement running and committing,
 // then the zombie resumed); the second needs the distributed store.
 
+// ProcessExamples are the examples process-level chaos runs.
+var ProcessExamples = []string{"counter", "counter-async", "external-state"}
+
 // ProcessConfig configures one process-level chaos run.
 type ProcessConfig struct {
 	// Bin is the weir binary; Dir a fresh data directory.
 	Bin, Dir string
-	// Example is "counter" (SyncQueueSink) or "counter-async" (AsyncQueueSink).
+	// Example is "counter" (SyncQueueSink), "counter-async" (AsyncQueueSink)
+	// or "external-state" (counts in an external state table, checked too).
 	Example string
 	Events  int
 	Keys    int
@@ -480,6 +484,41 @@ func (p *proc) final() {
 	if p.res.Lost > 0 {
 		p.violate("C1: %d counts lost", p.res.Lost)
 	}
+	if p.cfg.Example == "external-state" {
+		p.checkTable()
+	}
+}
+
+// checkTable checks the external-state example's table key_counts, read
+// with `weir table read`: every key's row holds exactly its event count
+// (C2: the committed state equals the reference over the input).
+func (p *proc) checkTable() {
+	out, err := p.weir("", "table", "read", "--data", p.cfg.Dir, "key_counts")
+	if err != nil {
+		p.violate("read key_counts: %v", err)
+		return
+	}
+	got := map[string]int64{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var r struct {
+			Key   string `json:"key"`
+			Count int64  `json:"count"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			p.violate("key_counts line %q: %v", sc.Text(), err)
+			return
+		}
+		got[r.Key] = r.Count
+	}
+	for k, n := range p.want {
+		if got[k] != int64(n) {
+			p.violate("C2: key_counts[%s] = %d, want %d", k, got[k], n)
+		}
+	}
+	if len(got) != len(p.want) {
+		p.violate("C2: key_counts has %d rows, the input %d keys", len(got), len(p.want))
+	}
 }
 
 // ProcessFigures aggregate process-level runs.
@@ -520,7 +559,7 @@ func (f *ProcessFigures) markdownRows(row func(name, format string, args ...any)
 	if f.runs == 0 {
 		return
 	}
-	row("L3 process chaos (real binary)", "%d runs of examples/counter and counter-async; %d events → %d outputs", f.runs, f.Events, f.Outputs)
+	row("L3 process chaos (real binary)", "%d runs of examples/counter, counter-async and external-state; %d events → %d outputs", f.runs, f.Events, f.Outputs)
 	row("L3 faults: SIGKILL / SIGSTOP past the lease", "%d / %d (leases the controller found expired after SIGCONT: %d; job commits refused for an ended lease, as logged: %d)",
 		f.Kills, f.Stops, f.LeasesExpired, f.ZombieRejected)
 	row("L3 lost / duplicated / unexpected (output queue via `weir queue read`)", "**%d / %d / %d**", f.Lost, f.Duplicated, f.Unexpected)

@@ -1,7 +1,7 @@
 package chaos
 
 // TestProcessChaos (testing plan L3) builds the real weir binary and runs
-// examples/counter and examples/counter-async under SIGKILLs at random
+// examples/counter, counter-async and external-state under SIGKILLs at random
 // moments (restarting the same command each time) and SIGSTOP episodes
 // longer than the lease timeout; a concurrent observer reads the output
 // queue with `weir queue read` while the process runs. It checks C1 (every
@@ -55,7 +55,7 @@ func TestProcessChaos(t *testing.T) {
 	runs := envInt(t, "WEIR_CHAOS_PROCESS_RUNS", 1)
 	events := envInt(t, "WEIR_CHAOS_PROCESS_EVENTS", 20000)
 	var total ProcessFigures
-	for _, example := range []string{"counter", "counter-async"} {
+	for _, example := range ProcessExamples {
 		for i := 0; i < runs; i++ {
 			seed := uint64(i + 1)
 			t.Run(fmt.Sprintf("%s/%d", example, seed), func(t *testing.T) {

@@ -72,6 +72,10 @@ type Config struct {
 	// MemTableSize of the Pebble store (small: flushes and compactions
 	// happen during the run and are crashed into).
 	MemTableSize uint64
+	// ExternalState: Counter keeps its counts in the external state table
+	// key_counts (builtin.ExternalCounter) instead of weir.State; the
+	// checkers read the table.
+	ExternalState bool
 }
 
 // FaultSet says which fault types a seed injects.
@@ -275,6 +279,8 @@ func Draw(seed uint64, messages int) Scenario {
 		sc.Episodes = append(sc.Episodes, Episode{Kind: EpNewPartition, At: (0.05 + 0.8*r.Float64()) * (n - 1) / n})
 	}
 	sortEpisodes(sc.Episodes)
+	// Drawn last, so that the other draws of every seed stay as they were.
+	sc.Config.ExternalState = r.IntN(3) == 0
 	// The first zombie freezes before its commit, so that every seed with
 	// zombies has a zombie commit for the fence to reject.
 	for i := range sc.Episodes {

@@ -392,7 +392,7 @@ func (s *sim) plan(st store.Store) (*plan.Plan, error) {
 			Outputs: []string{"words"}, Batch: batch, LeaseCheckPeriod: c.LeaseCheckPeriod,
 		},
 		counterComp: {
-			Code: builtin.Counter(), GroupBy: []string{"key"}, Partitions: c.CounterPartitions,
+			Code: counterCode(c), ExternalStates: counterTables(c), GroupBy: []string{"key"}, Partitions: c.CounterPartitions,
 			CompactDedup: c.Compact, Outputs: []string{"counts"}, Batch: batch, LeaseCheckPeriod: c.LeaseCheckPeriod,
 			Sinks: []plan.SinkPlan{{ID: "out", InputStream: "counts", New: func() (connector.Sink, error) { return newSink(params) }}},
 		},
@@ -406,6 +406,23 @@ func (s *sim) plan(st store.Store) (*plan.Plan, error) {
 	}
 	pl.Computations[counterComp].Inputs = []string{counterIn}
 	return pl, nil
+}
+
+// counterCode is Counter's code: builtin.Counter, or with ExternalState
+// builtin.ExternalCounter (counts in the external state table key_counts).
+func counterCode(c Config) weir.Computation {
+	if c.ExternalState {
+		return builtin.ExternalCounter()
+	}
+	return builtin.Counter()
+}
+
+// counterTables declares key_counts for ExternalCounter.
+func counterTables(c Config) map[string]plan.ExternalAccess {
+	if !c.ExternalState {
+		return nil
+	}
+	return map[string]plan.ExternalAccess{builtin.KeyCountsTable: {Table: builtin.KeyCountsDecl(), Write: true}}
 }
 
 // broken reports whether the life's store refuses work after a write
@@ -841,7 +858,7 @@ func (s *sim) restCheck(ctx context.Context, st store.Store) {
 	_, exp := s.ledger.verify(s, rows, fmt.Sprintf("after restart %d", s.lives))
 	s.stats.add(func(st *Stats) { st.Exposures += exp })
 	offs, err1 := readOffsets(ctx, st, s.sc.Workload)
-	states, err2 := readStates(ctx, st)
+	states, err2 := readStates(ctx, st, s.sc.ExternalState)
 	box := map[string]int{}
 	var err3 error
 	if !s.sc.SwiftReader {
@@ -953,7 +970,7 @@ func (s *sim) finalCheck(ctx context.Context, st store.Store, res *Result) {
 			s.violate("C1", "key %s: %d of its counts 1..%d are missing", k, missing, n)
 		}
 	}
-	states, err := readStates(ctx, st)
+	states, err := readStates(ctx, st, s.sc.ExternalState)
 	if err != nil {
 		s.violate("C2", "read the states: %v", err)
 		return

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/weir-stream/weir/builtin"
+	"github.com/weir-stream/weir/externalstate"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -120,7 +122,23 @@ func readOutputs(ctx context.Context, st store.Store, partitions int, from []uin
 
 // readStates returns Counter's committed per-key count (states table:
 // comp 0x00 BE64(hash) keyEncoded 0x00 "count" → JSON int).
-func readStates(ctx context.Context, st store.Store) (map[string]int64, error) {
+//
+// With external set, Counter is builtin.ExternalCounter and its counts are
+// the rows of the external state table key_counts.
+func readStates(ctx context.Context, st store.Store, external bool) (map[string]int64, error) {
+	if external {
+		out := map[string]int64{}
+		err := externalstate.Scan(ctx, st, builtin.KeyCountsTable, nil, nil, 0, func(_ []byte, r map[string]any) (bool, error) {
+			k, _ := r["key"].(string)
+			n, ok := r["count"].(int64)
+			if !ok {
+				return false, fmt.Errorf("key_counts row %v has no int64 count", r)
+			}
+			out[k] = n
+			return true, nil
+		})
+		return out, err
+	}
 	prefix := []byte(counterComp + "\x00")
 	hi := []byte(counterComp + "\x01")
 	const suffix = "\x00count"

@@ -73,6 +73,14 @@ type Options struct {
 	RestartBackoff, RestartBackoffMax time.Duration
 	// SourceRelistPeriod for the controller (default 10s of store clock).
 	SourceRelistPeriod time.Duration
+	// External replaces Counter by ExternalCounter("Counter"): the counts
+	// live in the external state table ExternalTable.
+	External bool
+	// SecondWriter adds a computation Counter2, an ExternalCounter of this
+	// owner reading "words" and delivering to sink "out2": owner "Counter2"
+	// writes a key range disjoint from Counter's, owner "Counter" the same
+	// rows (read-modify-writes that race Counter's).
+	SecondWriter string
 }
 
 func (o *Options) defaults() {
@@ -168,6 +176,12 @@ func New(t testing.TB, o Options) *Harness {
 			}}},
 		},
 	}}
+	if o.External {
+		pl.Computations["Counter"] = externalCounterPlan("Counter", "Counter", "words", "counts", "out", o, batch)
+	}
+	if o.SecondWriter != "" {
+		pl.Computations["Counter2"] = externalCounterPlan("Counter2", o.SecondWriter, "words", "counts2", "out2", o, batch)
+	}
 	if o.Timers {
 		c := pl.Computations["Counter"]
 		c.Code = testconn.TimerCounter()

@@ -16,13 +16,14 @@ import (
 // expire is set: pings of the frozen job's lease are dropped), then resumes
 // the frozen job. Its commit must fail with a lease-lost error, and the
 // pipeline's output must still be exact.
-func zombieRun(t *testing.T, p transport.PartitionID, expire bool) {
+func zombieRun(t *testing.T, p transport.PartitionID, expire bool, base Options) {
 	ctx := context.Background()
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	freezer := NewFreezer(p, job.CrashBeforeCommit)
 	var fs *FaultStore
-	o := Options{Seed: 3, Clock: clk, Hooks: freezer, Messages: 600,
-		Wrap: func(st store.Store) store.Store { fs = NewFaultStore(st, 1); return fs }}
+	o := base
+	o.Seed, o.Clock, o.Hooks, o.Messages = 3, clk, freezer, 600
+	o.Wrap = func(st store.Store) store.Store { fs = NewFaultStore(st, 1); return fs }
 	if expire {
 		// Lost-job detection slower than lease expiry, so expiry removes it.
 		o.LeaseTimeout, o.LostTimeout = 2*time.Second, time.Minute
@@ -83,6 +84,15 @@ func zombieRun(t *testing.T, p transport.PartitionID, expire bool) {
 	for _, b := range bad {
 		t.Error(b)
 	}
+	if o.External {
+		bad, err := CheckExternalCounts(ctx, h.Store, "Counter", h.Expected)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range bad {
+			t.Error(b)
+		}
+	}
 	t.Logf("zombie commits attempted %d, accepted %d; controller %+v", attempts, accepted, h.Ctl.Stats())
 }
 
@@ -91,7 +101,7 @@ func zombieRun(t *testing.T, p transport.PartitionID, expire bool) {
 // stalled job resumes, its commit is rejected.
 func TestZombieAbortedLease(t *testing.T) {
 	for _, p := range []transport.PartitionID{"Counter/0", "Reader@p1"} {
-		t.Run(string(p), func(t *testing.T) { zombieRun(t, p, false) })
+		t.Run(string(p), func(t *testing.T) { zombieRun(t, p, false, Options{}) })
 	}
 }
 
@@ -100,6 +110,6 @@ func TestZombieAbortedLease(t *testing.T) {
 // is rejected.
 func TestZombieExpiredLease(t *testing.T) {
 	for _, p := range []transport.PartitionID{"Counter/1", "Reader@p0"} {
-		t.Run(string(p), func(t *testing.T) { zombieRun(t, p, true) })
+		t.Run(string(p), func(t *testing.T) { zombieRun(t, p, true, Options{}) })
 	}
 }

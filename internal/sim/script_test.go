@@ -3,6 +3,8 @@ package sim
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -106,6 +108,8 @@ func optionsFrom(t *testing.T, d *datadriven.TestData) Options {
 			o.BackgroundListing = true
 		case "infinite":
 			o.Infinite = true
+		case "external":
+			o.External = true
 		case "counters":
 			o.Counters = atoi(t, v)
 		case "workers":
@@ -238,13 +242,19 @@ func run(t *testing.T, s *Sim, d *datadriven.TestData) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys := make([]string, 0, len(c))
-		for k := range c {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(c)) {
 			s.printf("%s: %v\n", k, c[k])
+		}
+	case "table":
+		c, err := s.ExternalCounts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c) == 0 {
+			s.printf("key_counts is empty\n")
+		}
+		for _, k := range slices.Sorted(maps.Keys(c)) {
+			s.printf("key_counts %s: %d\n", k, c[k])
 		}
 	case "oracle":
 		bad, err := s.Oracle()

@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/weir-stream/weir/externalstate"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -97,6 +98,12 @@ type Options struct {
 	// Infinite makes the source unbounded (the pipeline never completes;
 	// partitions may appear).
 	Infinite bool
+	// External makes Counter a builtin.ExternalCounter: its counts live in
+	// the external state table key_counts, written in the epoch commit.
+	External bool
+	// ExternalStates are external state tables the User computation (Code)
+	// may read and write.
+	ExternalStates []*externalstate.Table
 	// Seed seeds the controller's and jobs' randomness.
 	Seed uint64
 }
@@ -233,6 +240,12 @@ func (s *Sim) buildPlan() *plan.Plan {
 		delete(pl.Computations, "Counter")
 		user.Code, user.Outputs = *o.Code, []string{"out"}
 		pl.Computations["User"] = user
+		for _, t := range o.ExternalStates {
+			if user.ExternalStates == nil {
+				user.ExternalStates = map[string]plan.ExternalAccess{}
+			}
+			user.ExternalStates[t.Name] = plan.ExternalAccess{Table: t, Write: true}
+		}
 		if o.Code.Kind == weir.KindSwiftMap {
 			user.Sinks = nil
 			pl.Computations["Collect"] = &plan.CompPlan{Code: builtin.Passthrough(weir.KindTransform), GroupBy: o.GroupBy, Partitions: 1,
@@ -241,6 +254,11 @@ func (s *Sim) buildPlan() *plan.Plan {
 		} else {
 			user.Sinks[0].InputStream = "out"
 		}
+	}
+	if o.External {
+		c := pl.Computations["Counter"]
+		c.Code = builtin.ExternalCounter()
+		c.ExternalStates = map[string]plan.ExternalAccess{builtin.KeyCountsTable: {Table: builtin.KeyCountsDecl(), Write: true}}
 	}
 	if o.Timers {
 		c := pl.Computations["Counter"]
@@ -509,6 +527,18 @@ func (s *Sim) AddPartition(key string, keys []string) {
 // Counts returns, per key, the counts the sink committed, sorted.
 func (s *Sim) Counts() (map[string][]int64, error) {
 	return testconn.CountsOf(s.ctx, s.Store, "out")
+}
+
+// ExternalCounts returns the rows of the external state table key_counts
+// (External): key → count.
+func (s *Sim) ExternalCounts() (map[string]int64, error) {
+	out := map[string]int64{}
+	err := externalstate.Scan(s.ctx, s.Store, builtin.KeyCountsTable, nil, nil, 0, func(_ []byte, r map[string]any) (bool, error) {
+		k, _ := r["key"].(string)
+		out[k], _ = r["count"].(int64)
+		return true, nil
+	})
+	return out, err
 }
 
 // Outputs returns the rows the sink committed, in message-id order.

@@ -21,6 +21,7 @@ import (
 	"github.com/weir-stream/weir/connector/httpsink"
 	"github.com/weir-stream/weir/connector/kafka"
 	"github.com/weir-stream/weir/connector/queue"
+	"github.com/weir-stream/weir/connector/servicelog"
 	"github.com/weir-stream/weir/spec"
 )
 
@@ -50,13 +51,15 @@ func Sections() []Section {
 		{"Timer stream", "computations.<id>.timer_streams.<id>", t(spec.TimerStream{}), "Transform computations (SwiftMap: timers only for state)", "timer stream spec"},
 		{"Watermark strategy", "computations.<id>.watermark_strategy", t(spec.WatermarkStrategy{}), "source computations", "watermark strategy"},
 		{"Stream", "streams.<id>", t(spec.Stream{}), "every internal stream", "stream spec"},
-		{"Column", "streams.<id>.schema[i], computations.<id>.group_by_schema[i]", t(spec.Column{}), "schemas and keys", "table schema column"},
+		{"External state table", "external_states.<name>", t(spec.ExternalState{}), "the pipeline: tables computations name in external_state_managers / external_state_joiners", "external state table (IExternalStateManager's dynamic table)"},
+		{"Column", "streams.<id>.schema[i], computations.<id>.group_by_schema[i], external_states.<name>.key_columns[i] and value_columns[i]", t(spec.Column{}), "schemas and keys", "table schema column"},
 		{"Dynamic spec", "dynamic_spec", t(spec.DynamicSpec{}), "the pipeline (may change while it runs)", "dynamic pipeline spec and controller settings"},
 		{"QueueSource parameters", "computations.<id>.source_streams.<id>.parameters (source_class_name = QueueSource)", t(queue.SourceParams{}), "QueueSource", "TQueueSource (YT queue source)"},
 		{"Queue sink parameters", "computations.<id>.sinks.<id>.parameters (SyncQueueSink, AsyncQueueSink)", t(queue.SinkParams{}), "SyncQueueSink, AsyncQueueSink (data_dir, producer_path: AsyncQueueSink only)", "TSyncQueueSink / TAsyncQueueSink"},
 		{"AsyncHttpSink parameters", "computations.<id>.sinks.<id>.parameters (sink_class_name = AsyncHttpSink)", t(httpsink.Params{}), "AsyncHttpSink", "TAsyncHttpSink (HTTP extension)"},
 		{"KafkaSource parameters", "computations.<id>.source_streams.<id>.parameters (source_class_name = KafkaSource)", t(kafka.SourceParams{}), "KafkaSource", "Kafka extension source"},
 		{"Kafka sink parameters", "computations.<id>.sinks.<id>.parameters (KafkaSink, AtLeastOnceKafkaSink)", t(kafka.SinkParams{}), "KafkaSink, AtLeastOnceKafkaSink (transactional keys: KafkaSink only)", "TKafkaSink / TAtLeastOnceKafkaSink (Kafka extension)"},
+		{"ServiceLogSource parameters", "computations.<id>.source_streams.<id>.parameters (source_class_name = ServiceLogSource)", t(servicelog.Params{}), "ServiceLogSource (read by a Transform only)", "TServiceLogSource"},
 		{"Kafka TLS", "<kafka parameters>.tls", t(kafka.TLSParams{}), "every Kafka connector", "TKafkaClient resource"},
 		{"Kafka SASL", "<kafka parameters>.sasl", t(kafka.SASLParams{}), "every Kafka connector", "TKafkaClient resource"},
 	}
@@ -114,6 +117,8 @@ var ranges = map[string]string{
 	"SinkParams.max_messages_per_transaction":    "> 0",
 	"SinkParams.compression":                     "none, gzip, snappy, lz4, zstd",
 	"SASLParams.mechanism":                       "plain, scram-sha-256, scram-sha-512",
+	"Params.partition_count":                     "1 … 4096",
+	"Params.min_cycle_duration":                  ">= 0 (0: the next cycle at once)",
 }
 
 // flowNames gives the Flow counterpart of keys that differ from Flow's, by
@@ -140,6 +145,15 @@ var flowNames = map[string]string{
 	"SinkParams.compression":                             "",
 	"SinkParams.allow_missing_progress_marker":           "",
 	"SourceParams.format":                                "",
+	"Pipeline.external_states":                           "", // weir: Flow's tables live in Cypress; here they are declared
+	"Computation.external_state_managers":                "external_state_managers (a map of manager specs in Flow; here the names of the tables written)",
+	"Computation.external_state_joiners":                 "external_state_joiners (here the names of the tables read)",
+	"ExternalState.key_columns":                          "the table schema's key columns",
+	"ExternalState.value_columns":                        "the table schema's value columns",
+	"Params.table":                                       "the service log table's path",
+	"Params.partition_count":                             "",
+	"Params.min_cycle_duration":                          "",
+	"Params.cycle_end_marker":                            "",
 }
 
 // appliesTo narrows "Owner.key" to the computations that accept it, as
@@ -155,6 +169,7 @@ var appliesTo = map[string]string{
 	"Computation.allow_batching_with_relaxed_guarantees": "SwiftMap only",
 	"Computation.partition_count":                        "computations reading internal streams; source computations have one partition per source partition",
 	"Computation.watermark_strategy":                     "source computations only",
+	"Computation.external_state_managers":                "Transform family only",
 }
 
 // inherited gives the default of keys whose default comes from elsewhere.

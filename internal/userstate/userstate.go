@@ -14,3 +14,20 @@ type Host interface {
 	// state is absent (its row is deleted). encode runs once, at commit.
 	StoreState(name string, v any, empty bool, encode func(any) ([]byte, error))
 }
+
+// ExternalHost gives access to the computation's external state tables
+// (package externalstate) during one user-code call. Rows are column maps
+// holding the key columns too; key values are in key column order, and a
+// shorter key is a key prefix (Scan's bounds).
+type ExternalHost interface {
+	// ExternalGet returns the row with this key, as the epoch sees it: its
+	// own buffered write if it made one, else the committed row.
+	ExternalGet(table string, key []any) (map[string]any, bool, error)
+	// ExternalPut buffers a write of row (keyed by its key columns).
+	ExternalPut(table string, row map[string]any) error
+	// ExternalDelete buffers a deletion of the row with this key.
+	ExternalDelete(table string, key []any) error
+	// ExternalScan calls fn for the rows with keys in [lo, hi) in key
+	// order, as the epoch sees them, until fn returns false.
+	ExternalScan(table string, lo, hi []any, fn func(row map[string]any) bool) error
+}
