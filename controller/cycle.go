@@ -29,7 +29,21 @@ import (
 // What a step decided is recorded in the returned effects, so a cycle is
 // the same function of (memory, observation) whoever drives it.
 func (c *Controller) Cycle(ctx context.Context) error {
-	err := c.firstLayout(ctx)
+	apply, err := c.CycleDecide(ctx)
+	if err == nil {
+		err = apply(ctx)
+	}
+	return err
+}
+
+// CycleDecide runs the observe and decide halves of a cycle and returns
+// its apply half. Cycle runs both at once; a driver that steps jobs itself
+// (internal/sim) may run job epochs in between, as the goroutines of a
+// real process can: the decisions (state, controls) are published in
+// memory before the apply half aborts leases and starts jobs. The returned
+// function must be called exactly once, before the next cycle.
+func (c *Controller) CycleDecide(ctx context.Context) (apply func(context.Context) error, err error) {
+	err = c.firstLayout(ctx)
 	var obs observation
 	if err == nil {
 		obs, err = c.observe(ctx)
@@ -41,15 +55,23 @@ func (c *Controller) Cycle(ctx context.Context) error {
 		eff = c.decide(obs)
 	}
 	c.mu.Unlock()
-	if err == nil {
-		err = c.apply(ctx, obs.now, &eff)
-	}
 	if err != nil {
-		c.mu.Lock()
-		c.stats.LastCycleError = err.Error()
-		c.mu.Unlock()
+		c.recordCycleError(err)
+		return nil, err
 	}
-	return err
+	return func(ctx context.Context) error {
+		err := c.apply(ctx, obs.now, &eff)
+		if err != nil {
+			c.recordCycleError(err)
+		}
+		return err
+	}, nil
+}
+
+func (c *Controller) recordCycleError(err error) {
+	c.mu.Lock()
+	c.stats.LastCycleError = err.Error()
+	c.mu.Unlock()
 }
 
 // observation is what a cycle reads from outside its memory.

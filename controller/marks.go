@@ -316,7 +316,7 @@ func (c *Controller) publishControls(eff *effects, now time.Time) {
 	}
 	for _, name := range pl.Order() {
 		comp := pl.Computations[name]
-		ctl := board.Control{InputSystemWM: map[string]store.Timestamp{}, Draining: c.state == Draining}
+		ctl := board.Control{InputSystemWM: map[string]store.Timestamp{}, Draining: c.drainingControl()}
 		up := true
 		for _, u := range pl.Upstream(comp) {
 			up = up && c.complete[u.Name]
@@ -359,4 +359,20 @@ func (c *Controller) appliedWatermark(comp *plan.CompPlan, s string) store.Times
 		wm = min(wm, st.AppliedInputWM[s])
 	}
 	return wm
+}
+
+// drainingControl says whether jobs must only drain — not read their
+// sources, not fire timers. It stays set once the pipeline is stopped or
+// completed: a cycle decides the state and publishes the controls before
+// its apply aborts the leases, and a job running an epoch in between would
+// otherwise read its source again and commit new outputs into an outbox the
+// drain check already saw empty ("stopped" and "completed" must mean
+// drained: a static spec change is accepted then, and would orphan them).
+// REQUIRES: c.mu held.
+func (c *Controller) drainingControl() bool {
+	switch c.state {
+	case Draining, Stopped, Completed:
+		return true
+	}
+	return false
 }

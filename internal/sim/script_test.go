@@ -167,6 +167,10 @@ func run(t *testing.T, s *Sim, d *datadriven.TestData) string {
 		for i := 0; i < n; i++ {
 			_ = s.Cycle()
 		}
+	case "cycle-decide":
+		_ = s.CycleDecide()
+	case "cycle-apply":
+		_ = s.CycleApply()
 	case "epoch":
 		for _, p := range bare() {
 			s.Epoch(transport.PartitionID(p))

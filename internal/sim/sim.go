@@ -146,6 +146,11 @@ type Sim struct {
 	// Handed records what the at-most-once sink was handed, in order.
 	Handed []msgid.ID
 
+	// pendingApply is the apply half of a cycle CycleDecide decided, and
+	// beforeApply the jobs before it.
+	pendingApply func(context.Context) error
+	beforeApply  map[transport.PartitionID]plan.JobID
+
 	ctx     context.Context
 	out     strings.Builder
 	crashes map[transport.PartitionID]job.CrashPoint
@@ -327,11 +332,46 @@ func (s *Sim) printf(format string, args ...any) { fmt.Fprintf(&s.out, format, a
 // cycle; the trace shows what the cycle decided (jobs started and removed,
 // state transitions).
 func (s *Sim) Cycle() error {
+	if err := s.CycleDecide(); err != nil {
+		return err
+	}
+	return s.CycleApply()
+}
+
+// CycleDecide heartbeats the workers that are not frozen and runs the
+// observe and decide halves of a controller cycle: its state transitions
+// and controls are published; its lease aborts and job starts wait for
+// CycleApply, so that job epochs can run in between.
+func (s *Sim) CycleDecide() error {
+	if s.pendingApply != nil {
+		err := fmt.Errorf("sim: the previous cycle's apply half has not run")
+		s.printf("cycle error: %v\n", err)
+		return err
+	}
 	for _, w := range s.Workers {
 		w.heartbeat()
 	}
-	before := s.jobs()
-	err := s.Ctl.Cycle(s.ctx)
+	s.beforeApply = s.jobs()
+	apply, err := s.Ctl.CycleDecide(s.ctx)
+	if err != nil {
+		s.printf("cycle error: %v\n", err)
+		return err
+	}
+	s.pendingApply = apply
+	return nil
+}
+
+// CycleApply runs the apply half of the cycle CycleDecide decided; the
+// trace shows the jobs it started.
+func (s *Sim) CycleApply() error {
+	if s.pendingApply == nil {
+		err := fmt.Errorf("sim: no cycle decided")
+		s.printf("cycle error: %v\n", err)
+		return err
+	}
+	apply, before := s.pendingApply, s.beforeApply
+	s.pendingApply, s.beforeApply = nil, nil
+	err := apply(s.ctx)
 	after := s.jobs()
 	for _, p := range sortedKeys(after) {
 		if after[p] != before[p] && after[p] != "" {
