@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
 
 	"github.com/weir-stream/weir/cluster"
 	"github.com/weir-stream/weir/controller"
@@ -131,7 +130,6 @@ func runWorker(o *Options, args []string) error {
 		ln.Close()
 		return err
 	}
-	opts = append(opts, grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}))
 	srv := grpc.NewServer(opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -144,7 +142,8 @@ func runWorker(o *Options, args []string) error {
 	w.Register(srv)
 	go srv.Serve(ln)
 	defer srv.Stop()
-	logger.Printf("worker %s (incarnation %d) listening on %s", orDefault(*id, addr), w.Incarnation(), ln.Addr())
+	// The readiness line goes to stdout (scripts and tests wait for it).
+	fmt.Fprintf(o.Stdout, "worker %s (incarnation %d) listening on %s\n", orDefault(*id, addr), w.Incarnation(), ln.Addr())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
@@ -237,7 +236,7 @@ func runController(o *Options, args []string) error {
 		go srv.Serve(ln)
 	}
 	defer srv.Close()
-	logger.Printf("controller %s standing by; admin API at %s", *id, ln.Addr())
+	fmt.Fprintf(o.Stdout, "controller %s standing by; admin API at %s\n", *id, ln.Addr())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 2)

@@ -10,11 +10,13 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -100,7 +102,8 @@ func (s Security) CheckListen(addr string) error {
 // ServerOptions returns the gRPC server options: the codec, TLS if
 // configured, and the token check on every call.
 func (s Security) ServerOptions() ([]grpc.ServerOption, error) {
-	opts := []grpc.ServerOption{grpc.ForceServerCodec(Codec{})}
+	opts := []grpc.ServerOption{grpc.ForceServerCodec(Codec{}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true})}
 	if s.CertFile != "" {
 		cert, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile)
 		if err != nil {
@@ -159,7 +162,11 @@ func (s Security) checkToken(ctx context.Context) error {
 // DialOptions returns the gRPC client options: the codec, TLS if
 // configured, and the token on every call.
 func (s Security) DialOptions() ([]grpc.DialOption, error) {
-	opts := []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.ForceCodec(Codec{}))}
+	// Keepalives find a connection whose peer went silent (a partitioned
+	// host) within seconds, so that calls fail and reconnect instead of
+	// waiting for TCP's retransmission timeout.
+	opts := []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.ForceCodec(Codec{})),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 2 * time.Second, Timeout: 2 * time.Second, PermitWithoutStream: true})}
 	if s.TLS() {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: s.ServerName}
 		if s.CAFile != "" {
