@@ -141,7 +141,6 @@ func runThroughput(t *testing.T, setup string, n int, seed uint64) time.Duration
 	return d
 }
 
-
 func checkCounts(t *testing.T, ctx context.Context, c *Counter) {
 	t.Helper()
 	got, total, err := c.Read(ctx)

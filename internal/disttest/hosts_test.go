@@ -510,4 +510,3 @@ func TestMultiHostChaos(t *testing.T) {
 	}
 	t.Logf("%d events over %d keys counted exactly once", want, len(hc.c.Want))
 }
-
