@@ -28,15 +28,23 @@ type pendingOffer struct {
 }
 
 // ackQueue collects callbacks from other goroutines for the job's goroutine.
+// wake is signalled (one slot) by every push, so that an idle job learns at
+// once that its outputs were delivered (a source job's idle wait has no
+// other channel for it).
 type ackQueue struct {
 	mu    sync.Mutex
 	items []func()
+	wake  chan struct{}
 }
 
 func (q *ackQueue) push(f func()) {
 	q.mu.Lock()
 	q.items = append(q.items, f)
 	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
 }
 
 func (q *ackQueue) drain() {

@@ -97,6 +97,14 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 		j.eventWM = ctl.EventWM
 	}
 	j.acks.drain()
+	if j.src != nil {
+		// Delivered Swift outputs release their source records now, before
+		// the work decision, so that the position they let advance is
+		// committed by this epoch (every record released was committed by an
+		// earlier one). Memory only: an internal input's upstream ack waits
+		// for Apply.
+		j.flushSwift()
+	}
 	j.tellSinks(ctl)
 
 	// 2. Backpressure: a full outbox (or too many Swift outputs in flight)

@@ -134,6 +134,7 @@ func New(cfg Config) (*Job, error) {
 		suspect: map[msgid.ID]bool{},
 		waiting: map[transport.PartitionID]int{},
 	}
+	j.acks.wake = make(chan struct{}, 1)
 	for _, s := range c.Outputs {
 		j.outputs[s] = true
 		j.routes[s] = cfg.Plan.Receivers(s)
@@ -299,6 +300,8 @@ func (j *Job) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		case <-notify:
 		case <-room:
+		case <-j.acks.wake:
+		case <-j.cfg.Board.ControlChanged(j.comp.Name):
 		case <-t.C:
 		}
 		t.Stop()
