@@ -9,6 +9,7 @@ package job
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/board"
@@ -27,33 +28,82 @@ type pendingOffer struct {
 	maybeDup bool
 }
 
-// ackQueue collects callbacks from other goroutines for the job's goroutine.
+// ackQueue collects acknowledgements from other goroutines for the job's
+// goroutine: downstream acknowledgements of outputs by id (one shared hook
+// per destination, so an offer allocates nothing for its acknowledgement),
+// and sinks' acknowledgements of outputs.
 // wake is signalled (one slot) by every push, so that an idle job learns at
 // once that its outputs were delivered (a source job's idle wait has no
 // other channel for it).
 type ackQueue struct {
 	mu    sync.Mutex
-	items []func()
+	ids   []msgid.ID
+	outs  []*output
 	wake  chan struct{}
+	// spare buffers swapped in by drain, so that steady state allocates
+	// nothing.
+	spareIDs  []msgid.ID
+	spareOuts []*output
 }
 
-func (q *ackQueue) push(f func()) {
-	q.mu.Lock()
-	q.items = append(q.items, f)
-	q.mu.Unlock()
+func (q *ackQueue) signal() {
 	select {
 	case q.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (q *ackQueue) drain() {
+// pushID queues a downstream acknowledgement of output id.
+func (q *ackQueue) pushID(id msgid.ID) {
 	q.mu.Lock()
-	items := q.items
-	q.items = nil
+	q.ids = append(q.ids, id)
 	q.mu.Unlock()
-	for _, f := range items {
-		f()
+	q.signal()
+}
+
+// pushOutput queues a sink's acknowledgement of out.
+func (q *ackQueue) pushOutput(out *output) {
+	q.mu.Lock()
+	q.outs = append(q.outs, out)
+	q.mu.Unlock()
+	q.signal()
+}
+
+// drain applies everything queued: onID for each acknowledged id, onOutput
+// for each acknowledged output.
+func (q *ackQueue) drain(onID func(msgid.ID), onOutput func(*output)) {
+	q.mu.Lock()
+	ids, outs := q.ids, q.outs
+	q.ids, q.outs = q.spareIDs[:0], q.spareOuts[:0]
+	q.mu.Unlock()
+	for _, id := range ids {
+		onID(id)
+	}
+	for _, out := range outs {
+		onOutput(out)
+	}
+	clear(ids)
+	clear(outs)
+	q.mu.Lock()
+	q.spareIDs, q.spareOuts = ids[:0], outs[:0]
+	q.mu.Unlock()
+}
+
+// drainAcks applies the queued acknowledgements to the outbox or the Swift
+// tracker.
+func (j *Job) drainAcks() { j.acks.drain(j.outputAcked, j.box.ack) }
+
+// outputAcked applies one destination's acknowledgement of output id: the
+// Swift tracker counts it, the outbox erases the output once every
+// destination acknowledged it (an id no longer in the outbox was delivered
+// already).
+func (j *Job) outputAcked(id msgid.ID) {
+	if j.swift != nil {
+		j.swift.delivered(id)
+		return
+	}
+	if out := j.box.entries[id]; out != nil {
+		j.box.ack(out)
 	}
 }
 
@@ -75,19 +125,21 @@ func (j *Job) sinksPending() bool {
 // this happens only to data written before that check existed.)
 func (j *Job) fetchInputs() ([]*weir.Message, error) {
 	raw := j.recv.Fetch(j.comp.Batch.MaxRows, j.comp.Batch.MaxBytes)
-	out := make([]*weir.Message, 0, len(raw))
-	for _, d := range raw {
+	out := make([]*weir.Message, len(raw))
+	copies := make([]weir.Message, len(raw)) // one block for the batch
+	for i, d := range raw {
 		m := d.Msg
 		if d.MaybeDuplicate {
 			j.suspect[m.ID] = true
 		}
-		cp := *m
+		cp := &copies[i]
+		*cp = *m
 		k, err := j.comp.KeyOf(cp.Payload)
 		if err != nil {
 			return nil, fmt.Errorf("job %s: input %s on stream %s: %w", j.cfg.Partition.ID, m.ID, m.Stream, err)
 		}
 		cp.Key = k
-		out = append(out, &cp)
+		out[i] = cp
 	}
 	return out, nil
 }
@@ -97,43 +149,44 @@ func (j *Job) fetchInputs() ([]*weir.Message, error) {
 // writes it inside this epoch's transaction); downstream partitions only
 // after the commit (distribute).
 func (j *Job) register(m *weir.Message, persisted bool) {
-	dests := len(j.routes[m.Stream])
-	var sinks []*sinkInstance
-	for _, s := range j.sinks {
-		if s.plan.InputStream == m.Stream {
-			sinks = append(sinks, s)
-		}
-	}
-	dests += len(sinks)
+	sinks := j.sinksOf[m.Stream]
+	dests := len(j.routes[m.Stream]) + len(sinks)
 	if j.comp.Swift() {
 		j.swift.expect(m, dests)
 		return
 	}
 	out := j.box.add(m, dests, persisted)
 	for _, s := range sinks {
-		done := j.onDelivered(out, m.ID, s.plan.ID)
 		if a, ok := s.sink.(connector.AtMostOnce); persisted && ok && a.DeliversAtMostOnce() {
 			// Reloaded after a restart: an earlier life may have handed it
 			// to this sink already (connector.AtMostOnce).
-			done(nil)
+			j.box.ack(out)
 			continue
 		}
-		s.sink.Distribute(m, done)
+		d := &sinkDelivery{j: j, out: out, sink: s.plan.ID}
+		s.sink.Distribute(m, d.done)
 	}
 }
 
-// onDelivered returns the done callback of one destination of an output.
-func (j *Job) onDelivered(out *output, id msgid.ID, dest string) func(error) {
-	var once sync.Once
-	return func(err error) {
-		once.Do(func() {
-			if err != nil {
-				j.cfg.Logf("%s: output %s to %s failed: %v (kept in the outbox)", j.cfg.Partition.ID, id, dest, err)
-				return
-			}
-			j.acks.push(func() { j.box.ack(out) })
-		})
+// sinkDelivery is one sink's pending acknowledgement of an output.
+type sinkDelivery struct {
+	j    *Job
+	out  *output
+	sink string
+	once atomic.Bool
+}
+
+// done is the sink's callback: the first call counts (a sink may call it
+// on any goroutine, and a faulty one more than once).
+func (d *sinkDelivery) done(err error) {
+	if !d.once.CompareAndSwap(false, true) {
+		return
 	}
+	if err != nil {
+		d.j.cfg.Logf("%s: output %s to %s failed: %v (kept in the outbox)", d.j.cfg.Partition.ID, d.out.msg.ID, d.sink, err)
+		return
+	}
+	d.j.acks.pushOutput(d.out)
 }
 
 // outputSuspect says which of this epoch's outputs may have been delivered
@@ -191,22 +244,14 @@ func (j *Job) distribute(outs []*weir.Message, dests [][]transport.PartitionID, 
 		dup := maybeDup(m)
 		size := tables.MessageSize(m) // once per output, not per destination or retry
 		for _, dest := range dests[i] {
-			j.offer(pendingOffer{msg: m, size: size, dest: dest, ack: j.downstreamAck(m), maybeDup: dup})
+			j.offer(pendingOffer{msg: m, size: size, dest: dest, ack: j.ackHook, maybeDup: dup})
 		}
 	}
 }
 
-func (j *Job) downstreamAck(m *weir.Message) transport.AckFunc {
-	if j.comp.Swift() {
-		return func(msgid.ID) { j.acks.push(func() { j.swift.delivered(m.ID) }) }
-	}
-	out := j.box.entries[m.ID]
-	if out == nil {
-		// Already delivered to every destination; nothing to track.
-		return func(msgid.ID) {}
-	}
-	return func(msgid.ID) { j.acks.push(func() { j.box.ack(out) }) }
-}
+// downstreamAck is the acknowledgement hook of every output offered: it
+// queues the id for the job's goroutine (outputAcked).
+func (j *Job) downstreamAck(id msgid.ID) { j.acks.pushID(id) }
 
 // offer hands o to its destination, or queues it behind the offers to the
 // same destination that are still waiting for room.

@@ -96,7 +96,7 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 	if ctl.EventWM.After(j.eventWM) {
 		j.eventWM = ctl.EventWM
 	}
-	j.acks.drain()
+	j.drainAcks()
 	if j.src != nil {
 		// Delivered Swift outputs release their source records now, before
 		// the work decision, so that the position they let advance is
@@ -193,7 +193,7 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 	j.timers.sync(txn)
 
 	// 10. Prepare the transaction.
-	j.acks.drain()
+	j.drainAcks()
 	if j.src != nil {
 		if err := j.src.sync(txn); err != nil {
 			return nil, err
@@ -284,7 +284,7 @@ func (j *Job) Apply(ctx context.Context, d *Decision) (EpochResult, error) {
 	if j.recv != nil && !j.comp.Swift() {
 		j.recv.Ack(ids(d.Fresh)...)
 	}
-	j.acks.drain()
+	j.drainAcks()
 	j.flushSwift()
 	j.cfg.Board.AddCounters(j.comp.Name, board.Counters{Epochs: 1, Commits: b2u(res.Committed),
 		Inputs: uint64(res.Inputs), Duplicates: uint64(res.Duplicates), Outputs: uint64(res.Outputs)})

@@ -83,6 +83,10 @@ type Job struct {
 	src    *sourceReader
 	swift  *swiftTracker
 	routes map[string][]*plan.CompPlan // output stream → receiving computations
+	// sinksOf lists the sinks reading each output stream.
+	sinksOf map[string][]*sinkInstance
+	// ackHook is the acknowledgement hook of every offer (downstreamAck).
+	ackHook transport.AckFunc
 	// pending holds offers refused by full buffers, in emission order, and
 	// every later offer to a destination that has one waiting: outputs of
 	// this partition reach each receiving partition in emission order (the
@@ -92,6 +96,12 @@ type Job struct {
 	waiting map[transport.PartitionID]int
 
 	acks ackQueue
+	// calls holds the buffers user-code calls reuse across epochs.
+	calls callScratch
+	// idIndex, idBuf and idEnds are materialize's buffers, reused.
+	idIndex map[idCounter]uint64
+	idBuf   []byte
+	idEnds  []int
 	// sender is this job's token for offering as its partition.
 	sender transport.SenderToken
 	// suspect holds the ids of this epoch's inputs that may have been
@@ -135,6 +145,7 @@ func New(cfg Config) (*Job, error) {
 		waiting: map[transport.PartitionID]int{},
 	}
 	j.acks.wake = make(chan struct{}, 1)
+	j.ackHook = j.downstreamAck
 	for _, s := range c.Outputs {
 		j.outputs[s] = true
 		j.routes[s] = cfg.Plan.Receivers(s)
@@ -224,7 +235,12 @@ func (j *Job) Init(ctx context.Context) error {
 		if err := s.Init(ctx, sc); err != nil {
 			return fmt.Errorf("job %s: sink %s init: %w", p.ID, sp.ID, err)
 		}
-		j.sinks = append(j.sinks, &sinkInstance{plan: sp, sink: s})
+		si := &sinkInstance{plan: sp, sink: s}
+		j.sinks = append(j.sinks, si)
+		if j.sinksOf == nil {
+			j.sinksOf = map[string][]*sinkInstance{}
+		}
+		j.sinksOf[sp.InputStream] = append(j.sinksOf[sp.InputStream], si)
 	}
 	if !j.comp.Swift() {
 		msgs, err := j.box.load(ctx)

@@ -227,7 +227,11 @@ func (a *attachment) Fetch(maxRows, maxBytes int) []Delivery {
 
 func (a *attachment) Ack(ids ...msgid.ID) {
 	b := a.box
-	var acks []func()
+	type hook struct {
+		ack AckFunc
+		id  msgid.ID
+	}
+	var acks []hook
 	b.mu.Lock()
 	for _, id := range ids {
 		e, ok := b.byID[id]
@@ -241,8 +245,10 @@ func (a *attachment) Ack(ids ...msgid.ID) {
 		delete(b.byID, id)
 		b.bytes -= e.size
 		if e.ack != nil {
-			ack, id := e.ack, id
-			acks = append(acks, func() { ack(id) })
+			if acks == nil {
+				acks = make([]hook, 0, len(ids))
+			}
+			acks = append(acks, hook{e.ack, id})
 		}
 		if e.redeliver {
 			b.redeliver(e)
@@ -264,8 +270,8 @@ func (a *attachment) Ack(ids ...msgid.ID) {
 		signal(b.room)
 	}
 	b.mu.Unlock()
-	for _, f := range acks {
-		f()
+	for _, h := range acks {
+		h.ack(h.id)
 	}
 }
 
