@@ -36,10 +36,10 @@ type pendingOffer struct {
 // once that its outputs were delivered (a source job's idle wait has no
 // other channel for it).
 type ackQueue struct {
-	mu    sync.Mutex
-	ids   []msgid.ID
-	outs  []*output
-	wake  chan struct{}
+	mu   sync.Mutex
+	ids  []msgid.ID
+	outs []*output
+	wake chan struct{}
 	// spare buffers swapped in by drain, so that steady state allocates
 	// nothing.
 	spareIDs  []msgid.ID
