@@ -14,11 +14,19 @@ import (
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/internal/invariants"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/tables"
 	"github.com/weir-stream/weir/transport"
 )
+
+// offerChannel is a receiving partition and stream (the invariant check of
+// ordered senders).
+type offerChannel struct {
+	dest   transport.PartitionID
+	stream string
+}
 
 type pendingOffer struct {
 	msg      *weir.Message
@@ -127,7 +135,9 @@ func (j *Job) fetchInputs() ([]*weir.Message, error) {
 	raw := j.recv.Fetch(j.comp.Batch.MaxRows, j.comp.Batch.MaxBytes)
 	out := make([]*weir.Message, len(raw))
 	copies := make([]weir.Message, len(raw)) // one block for the batch
+	j.origins = j.origins[:0]
 	for i, d := range raw {
+		j.origins = append(j.origins, origin{from: d.From, ordered: d.Ordered})
 		m := d.Msg
 		if d.MaybeDuplicate {
 			j.suspect[m.ID] = true
@@ -256,6 +266,17 @@ func (j *Job) downstreamAck(id msgid.ID) { j.acks.pushID(id) }
 // offer hands o to its destination, or queues it behind the offers to the
 // same destination that are still waiting for room.
 func (j *Job) offer(o pendingOffer) {
+	if invariants.Enabled && j.sender.Ordered() {
+		// An ordered sender's promise (transport.Delivery): per receiving
+		// partition and stream, strictly increasing ids in each life.
+		k := offerChannel{o.dest, o.msg.Stream}
+		last, ok := j.lastOffered[k]
+		invariants.Check(!ok || o.msg.ID > last, "ordered sender %s offered %s to %s after %s", j.cfg.Partition.ID, o.msg.ID, o.dest, last)
+		if j.lastOffered == nil {
+			j.lastOffered = map[offerChannel]msgid.ID{}
+		}
+		j.lastOffered[k] = o.msg.ID
+	}
 	if j.waiting[o.dest] == 0 && j.cfg.Hub.Offer(j.sender, o.dest, o.msg, o.size, o.ack, o.maybeDup) {
 		return
 	}

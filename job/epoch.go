@@ -65,6 +65,7 @@ type Decision struct {
 
 	srcBatch *sourceBatch
 	result   EpochResult
+	dropped  dropReasons
 }
 
 // Epoch runs one iteration: Decide, then Apply.
@@ -120,6 +121,7 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 	var msgs []*weir.Message
 	var err error
 	clear(j.suspect)
+	j.origins = j.origins[:0]
 	if !blocked && !ctl.Draining && j.src != nil {
 		if d.srcBatch, err = j.src.read(ctx, j.comp.Batch.MaxRows, j.comp.Batch.MaxBytes); err != nil {
 			return nil, err
@@ -161,10 +163,15 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 
 	// 5. Dedup. Inputs found already processed are acknowledged at once (in
 	// Apply's first step).
-	if d.Fresh, d.Duplicates, err = j.inputs.filter(ctx, msgs, j.suspect); err != nil {
+	origins := j.origins
+	if d.srcBatch != nil {
+		origins = nil
+	}
+	if d.Fresh, d.Duplicates, err = j.inputs.filter(ctx, msgs, origins, j.suspect); err != nil {
 		return nil, err
 	}
 	d.result.Inputs, d.result.Duplicates = len(d.Fresh), len(d.Duplicates)
+	d.dropped = j.inputs.why
 
 	// 6. User code, grouped by key: timers, then messages.
 	emits, err := j.process(ctx, d.TS, d.Fresh, fired)
@@ -174,10 +181,13 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 
 	// 7–9. Dedup ids, outputs, timers.
 	txn := store.NewTxn(j.cfg.Lease)
-	j.inputs.register(txn, d.Fresh)
+	j.inputs.register(txn)
 	outs, lineage, err := j.materialize(d.TS, emits)
 	if err != nil {
 		return nil, err
+	}
+	if j.src != nil && j.comp.Swift() {
+		sortByID(outs, lineage)
 	}
 	if d.Dests, err = j.destinations(outs); err != nil {
 		return nil, err
@@ -311,7 +321,7 @@ func (d *Decision) String() string {
 		fmt.Fprintf(&b, " inputs=%s", idList(d.Fresh))
 	}
 	if len(d.Duplicates) > 0 {
-		fmt.Fprintf(&b, " duplicates=%s", idList(d.Duplicates))
+		fmt.Fprintf(&b, " duplicates=%s (%s)", idList(d.Duplicates), d.dropped)
 	}
 	for i, m := range d.Outputs {
 		fmt.Fprintf(&b, "\n  out %s %s", m.ID, m.Stream)

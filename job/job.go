@@ -104,10 +104,16 @@ type Job struct {
 	idEnds  []int
 	// sender is this job's token for offering as its partition.
 	sender transport.SenderToken
+	// lastOffered is the last id offered per receiving partition and
+	// stream (checked under invariants for an ordered sender).
+	lastOffered map[offerChannel]msgid.ID
 	// suspect holds the ids of this epoch's inputs that may have been
 	// delivered before (see transport.Delivery): only they need a dedup
 	// lookup, and Swift outputs derived from them are suspect downstream.
 	suspect map[msgid.ID]bool
+	// origins is index-aligned with the inputs fetchInputs returned: the
+	// channel each came from (the dedup frontier's key).
+	origins []origin
 
 	lastTS     store.Timestamp
 	eventWM    time.Time
@@ -156,7 +162,8 @@ func New(cfg Config) (*Job, error) {
 	// Only internal inputs are deduplicated by id: a source's records are
 	// deduplicated by their offsets (the position commits with the epoch),
 	// and a Swift computation's inputs by watermark.
-	j.inputs = newInputStore(cfg.Store, c.Name, c.CompactDedup, c.Mode == plan.ExactlyOnce && !c.Swift() && !c.IsSource())
+	own := tables.FrontierRange{Lo: cfg.Partition.Lo, Hi: cfg.Partition.Hi, ToEnd: cfg.Partition.ToEnd}
+	j.inputs = newInputStore(cfg.Store, c.Name, own, c.CompactDedup, c.Mode == plan.ExactlyOnce && !c.Swift() && !c.IsSource())
 	j.states = newStateManager(cfg.Store, c.Name, c.StateCacheBytes)
 	j.timers = newTimerStore(c.Name, c.Timers, c.TimerCountLimit, c.TimerBytesLimit)
 	j.box = newOutbox(cfg.Store, pid)
@@ -193,7 +200,7 @@ func (j *Job) Init(ctx context.Context) error {
 	j.lastTS = ts
 	// The lease is proven: fence the partition's previous sender (a zombie
 	// may still run) before this job offers anything.
-	j.sender = j.cfg.Hub.RegisterSender(j.cfg.Partition.ID)
+	j.sender = j.cfg.Hub.RegisterSender(j.cfg.Partition.ID, j.orderedSender())
 	p := j.cfg.Partition
 	if j.comp.IsSource() {
 		j.src, err = openSourceReader(ctx, j, p.SourceKey)
@@ -202,6 +209,9 @@ func (j *Job) Init(ctx context.Context) error {
 		}
 	} else {
 		if err := j.inputs.loadFloors(ctx, j.comp.Inputs); err != nil {
+			return err
+		}
+		if err := j.inputs.loadFrontiers(ctx); err != nil {
 			return err
 		}
 		j.recv = j.cfg.Hub.Attach(p.ID)
@@ -347,6 +357,25 @@ func (j *Job) waitToFill(ctx context.Context, d time.Duration) {
 		case <-notify:
 		}
 	}
+}
+
+// orderedSender says whether this partition's channels are ordered
+// (transport.Delivery): on each stream it offers every receiving partition
+// strictly increasing ids, in every life. A Transform's outputs have ids
+// hex16(epoch timestamp)-stream:lex(index), numbered in emission order,
+// offered in emission order (offers queue behind a refused one) and
+// reloaded from the outbox in id order before any new epoch. A Swift
+// source's outputs inherit ids hex16(memorized sequence number)-…:lex(offset)
+// whose order is the records' order (sequence numbers are memorized per
+// offset range in increasing order, and reused on replay), and it offers
+// each epoch's outputs sorted by id (sortByID). A Swift computation fed by
+// other partitions interleaves its upstreams' ids, and merged ids are
+// digests: those channels are not ordered and are deduplicated by id.
+func (j *Job) orderedSender() bool {
+	if !j.comp.Swift() {
+		return true
+	}
+	return j.comp.IsSource() && !j.comp.AllowBatching
 }
 
 func b2u(b bool) uint64 {

@@ -374,6 +374,27 @@ func (j *Job) materialize(ts store.Timestamp, emits []emitted) ([]*weir.Message,
 	return outs, lineage, nil
 }
 
+// sortByID orders a Swift source's outputs (and their lineage, index-aligned)
+// by id, which is their records' order: user code sees a source's messages
+// by (AlignmentTimestamp, id), and write times need not follow offsets, but
+// its channels are ordered (orderedSender) only if it offers every epoch's
+// outputs in id order.
+func sortByID(outs []*weir.Message, lineage [][]*weir.Message) {
+	if slices.IsSortedFunc(outs, func(x, y *weir.Message) int { return strings.Compare(string(x.ID), string(y.ID)) }) {
+		return
+	}
+	perm := make([]int, len(outs))
+	for i := range perm {
+		perm[i] = i
+	}
+	slices.SortStableFunc(perm, func(a, b int) int { return strings.Compare(string(outs[a].ID), string(outs[b].ID)) })
+	o := slices.Clone(outs)
+	l := slices.Clone(lineage)
+	for i, p := range perm {
+		outs[i], lineage[i] = o[p], l[p]
+	}
+}
+
 // inheritMeta gives a Swift output its deterministic id (appended to buf)
 // and timestamps.
 func inheritMeta(buf []byte, m *weir.Message, parents []*weir.Message, index map[idCounter]uint64) ([]byte, error) {
