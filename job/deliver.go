@@ -166,37 +166,44 @@ func (j *Job) register(m *weir.Message, persisted bool) {
 		return
 	}
 	out := j.box.add(m, dests, persisted)
-	for _, s := range sinks {
+	for i, s := range sinks {
 		if a, ok := s.sink.(connector.AtMostOnce); persisted && ok && a.DeliversAtMostOnce() {
 			// Reloaded after a restart: an earlier life may have handed it
 			// to this sink already (connector.AtMostOnce).
 			j.box.ack(out)
 			continue
 		}
-		d := &sinkDelivery{j: j, out: out, sink: s.plan.ID}
-		s.sink.Distribute(m, d.done)
+		s.sink.Distribute(m, j.sinkDone(out, i, s.plan.ID))
 	}
 }
 
-// sinkDelivery is one sink's pending acknowledgement of an output.
-type sinkDelivery struct {
-	j    *Job
-	out  *output
-	sink string
-	once atomic.Bool
+// sinkDone returns the done callback of the i-th sink of out's stream: the
+// first call counts (a sink may call it on any goroutine, and a faulty one
+// more than once); out.sinkCalled has one bit per sink (a stream with more
+// than 64 sinks gets a flag of its own per callback).
+func (j *Job) sinkDone(out *output, i int, sink string) func(error) {
+	if i >= 64 {
+		var called atomic.Bool
+		return func(err error) {
+			if called.CompareAndSwap(false, true) {
+				j.sinkDelivered(out, sink, err)
+			}
+		}
+	}
+	bit := uint64(1) << i
+	return func(err error) {
+		if out.sinkCalled.Or(bit)&bit == 0 {
+			j.sinkDelivered(out, sink, err)
+		}
+	}
 }
 
-// done is the sink's callback: the first call counts (a sink may call it
-// on any goroutine, and a faulty one more than once).
-func (d *sinkDelivery) done(err error) {
-	if !d.once.CompareAndSwap(false, true) {
-		return
-	}
+func (j *Job) sinkDelivered(out *output, sink string, err error) {
 	if err != nil {
-		d.j.cfg.Logf("%s: output %s to %s failed: %v (kept in the outbox)", d.j.cfg.Partition.ID, d.out.msg.ID, d.sink, err)
+		j.cfg.Logf("%s: output %s to %s failed: %v (kept in the outbox)", j.cfg.Partition.ID, out.msg.ID, sink, err)
 		return
 	}
-	d.j.acks.pushOutput(d.out)
+	j.acks.pushOutput(out)
 }
 
 // outputSuspect says which of this epoch's outputs may have been delivered
@@ -226,22 +233,44 @@ func (j *Job) outputSuspect(outs []*weir.Message, lineage [][]*weir.Message) fun
 // and the column: the user code must be fixed, and nothing is committed.
 func (j *Job) destinations(outs []*weir.Message) ([][]transport.PartitionID, error) {
 	dests := make([][]transport.PartitionID, len(outs))
+	n := 0
+	for _, m := range outs {
+		n += len(j.routes[m.Stream])
+	}
+	block := make([]transport.PartitionID, n) // one allocation for the batch
 	for i, m := range outs {
 		routes := j.routes[m.Stream]
 		if len(routes) == 0 {
 			continue
 		}
-		d := make([]transport.PartitionID, len(routes))
+		d := block[:len(routes):len(routes)]
+		block = block[len(routes):]
 		for ri, r := range routes {
 			k, err := r.KeyOf(m.Payload)
 			if err != nil {
 				return nil, fmt.Errorf("computation %s: output %s on stream %s cannot be routed to %s: %w", j.comp.Name, m.ID, m.Stream, r.Name, err)
 			}
-			d[ri] = plan.KeyedPartitionID(r.Name, plan.PartitionIndex(k.Hash, r.Partitions))
+			d[ri] = j.partitionID(r, plan.PartitionIndex(k.Hash, r.Partitions))
 		}
 		dests[i] = d
 	}
 	return dests, nil
+}
+
+// partitionID is plan.KeyedPartitionID(r.Name, i), built once per partition.
+func (j *Job) partitionID(r *plan.CompPlan, i int) transport.PartitionID {
+	ids := j.partitionIDs[r.Name]
+	if ids == nil {
+		ids = make([]transport.PartitionID, r.Partitions)
+		for p := range ids {
+			ids[p] = plan.KeyedPartitionID(r.Name, p)
+		}
+		if j.partitionIDs == nil {
+			j.partitionIDs = map[string][]transport.PartitionID{}
+		}
+		j.partitionIDs[r.Name] = ids
+	}
+	return ids[i]
 }
 
 // distribute offers outputs to the downstream partitions dests names

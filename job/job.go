@@ -83,6 +83,8 @@ type Job struct {
 	src    *sourceReader
 	swift  *swiftTracker
 	routes map[string][]*plan.CompPlan // output stream → receiving computations
+	// partitionIDs caches the partition ids of receiving computations.
+	partitionIDs map[string][]transport.PartitionID
 	// sinksOf lists the sinks reading each output stream.
 	sinksOf map[string][]*sinkInstance
 	// ackHook is the acknowledgement hook of every offer (downstreamAck).

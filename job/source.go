@@ -162,8 +162,13 @@ func (r *sourceReader) read(ctx context.Context, maxRows, maxBytes int) (*source
 // messages turns a batch into messages of the source stream.
 func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Message {
 	out := make([]*weir.Message, 0, len(b.records))
+	// One block for the batch's messages, one buffer (then one string) for
+	// their ids.
+	slab := make([]weir.Message, len(b.records))
+	var idBuf []byte
+	ends := make([]int, 0, len(b.records))
 	now := r.j.st.Now()
-	for _, rec := range b.records {
+	for i, rec := range b.records {
 		seq := uint64(ts)
 		if r.swift {
 			seq = r.seqFor(rec.Offset, b.next, uint64(ts))
@@ -181,8 +186,8 @@ func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Mess
 		if r.swift {
 			sys = store.Timestamp(seq)
 		}
-		m := &weir.Message{
-			ID:                 msgid.Ordered(seq, r.stream, uint64(rec.Offset)),
+		m := &slab[i]
+		*m = weir.Message{
 			Stream:             r.stream,
 			Key:                r.key,
 			SystemTimestamp:    sys,
@@ -190,18 +195,27 @@ func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Mess
 			EventTimestamp:     ev,
 			Payload:            rec.Row,
 		}
+		idBuf = msgid.AppendOrdered(idBuf, seq, r.stream, uint64(rec.Offset))
+		ends = append(ends, len(idBuf))
 		if ev.After(r.maxEvent) {
 			r.maxEvent = ev
 		}
+		out = append(out, m)
+	}
+	ids := string(idBuf)
+	from := 0
+	for i, m := range out {
+		m.ID = msgid.ID(ids[from:ends[i]])
+		from = ends[i]
+		rec := b.records[i]
 		if rec.Offset < r.replayBelow {
 			r.j.suspect[m.ID] = true
 		}
 		if r.swift {
-			r.inflight[rec.Offset] = sys
-			r.inflightTS.add(sys)
+			r.inflight[rec.Offset] = m.SystemTimestamp
+			r.inflightTS.add(m.SystemTimestamp)
 			r.offsetOf[m.ID] = rec.Offset
 		}
-		out = append(out, m)
 	}
 	r.lastRecordAt = now
 	return out

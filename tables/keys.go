@@ -48,10 +48,17 @@ func keyedPrefix(comp string, hash uint64) []byte {
 }
 
 func StateKey(comp string, k weir.Key, name string) []byte {
-	b := keyedPrefix(comp, k.Hash)
-	b = append(b, k.Encoded...)
-	b = append(b, 0)
-	return append(b, name...)
+	return AppendStateKey(make([]byte, 0, len(comp)+1+8+len(k.Encoded)+1+len(name)), comp, k, name)
+}
+
+// AppendStateKey appends StateKey(comp, k, name) to dst.
+func AppendStateKey(dst []byte, comp string, k weir.Key, name string) []byte {
+	dst = append(dst, comp...)
+	dst = append(dst, 0)
+	dst = codec.AppendUint64BE(dst, k.Hash)
+	dst = append(dst, k.Encoded...)
+	dst = append(dst, 0)
+	return append(dst, name...)
 }
 
 func TimerKey(comp string, k weir.Key, id msgid.ID) []byte {
