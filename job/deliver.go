@@ -349,7 +349,11 @@ func (j *Job) flushSwift() {
 		j.src.markDone(done)
 		return
 	}
-	j.recv.Ack(ids(done)...)
+	acked := make([]msgid.ID, len(done))
+	for i, p := range done {
+		acked[i] = p.msg.ID
+	}
+	j.recv.Ack(acked...)
 }
 
 // tellSinks gives the sinks that observe it the computation's progress.

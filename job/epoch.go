@@ -9,6 +9,7 @@ import (
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/board"
+	"github.com/weir-stream/weir/internal/invariants"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
@@ -171,6 +172,9 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 		return nil, err
 	}
 	d.result.Inputs, d.result.Duplicates = len(d.Fresh), len(d.Duplicates)
+	// A source's records are never dropped here (its position is its
+	// dedup): a Swift source's tracker holds every record it read.
+	invariants.Check(d.srcBatch == nil || len(d.Duplicates) == 0, "source %s: %d records dropped as duplicates", j.cfg.Partition.ID, len(d.Duplicates))
 	d.dropped = j.inputs.why
 
 	// 6. User code, grouped by key: timers, then messages.

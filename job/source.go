@@ -49,11 +49,12 @@ type sourceReader struct {
 	replayBelow connector.Offset
 	memory      []memRange
 	memDirty    bool
-	inflight    map[connector.Offset]store.Timestamp // swift: read, not yet done
-	inflightTS  tsMultiset
-	done        map[connector.Offset]bool
-	skip        map[connector.Offset]connector.Offset // swift: gap [from, to) with no record
-	offsetOf    map[msgid.ID]connector.Offset
+	// inflight counts the records read and not yet done (swift), and
+	// inflightTS holds their SystemTimestamps.
+	inflight   int
+	inflightTS tsMultiset
+	done       map[connector.Offset]bool
+	skip       map[connector.Offset]connector.Offset // swift: gap [from, to) with no record
 
 	maxEvent     time.Time
 	lastRecordAt time.Time
@@ -81,9 +82,8 @@ func openSourceReader(ctx context.Context, j *Job, key string) (*sourceReader, e
 	r := &sourceReader{
 		j: j, part: part, stream: j.comp.SourceStream, swift: j.comp.Swift(),
 		key:      weir.Key{Hash: codec.Hash64([]byte(key)), Encoded: key},
-		inflight: map[connector.Offset]store.Timestamp{}, done: map[connector.Offset]bool{},
-		skip:     map[connector.Offset]connector.Offset{},
-		offsetOf: map[msgid.ID]connector.Offset{},
+		done: map[connector.Offset]bool{},
+		skip: map[connector.Offset]connector.Offset{},
 	}
 	v, ok, err := j.st.Get(ctx, store.PartitionStates, r.stateKey())
 	if err != nil {
@@ -204,6 +204,10 @@ func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Mess
 	}
 	ids := string(idBuf)
 	from := 0
+	var offsets []connector.Offset
+	if r.swift {
+		offsets = make([]connector.Offset, len(out))
+	}
 	for i, m := range out {
 		m.ID = msgid.ID(ids[from:ends[i]])
 		from = ends[i]
@@ -212,10 +216,15 @@ func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Mess
 			r.j.suspect[m.ID] = true
 		}
 		if r.swift {
-			r.inflight[rec.Offset] = m.SystemTimestamp
+			r.inflight++
 			r.inflightTS.add(m.SystemTimestamp)
-			r.offsetOf[m.ID] = rec.Offset
+			offsets[i] = rec.Offset
 		}
+	}
+	if r.swift {
+		// The tracker holds each record until its outputs are delivered,
+		// and hands it back to markDone with its offset.
+		r.j.swift.addSourceRecords(out, offsets)
 	}
 	r.lastRecordAt = now
 	return out
@@ -241,14 +250,14 @@ func (r *sourceReader) seqFor(off, batchEnd connector.Offset, ts uint64) uint64 
 }
 
 // markDone records that every output of these source messages is delivered.
-func (r *sourceReader) markDone(msgs []*weir.Message) {
-	for _, m := range msgs {
-		if off, ok := r.offsetOf[m.ID]; ok {
-			delete(r.offsetOf, m.ID)
-			r.inflightTS.remove(r.inflight[off])
-			delete(r.inflight, off)
-			r.done[off] = true
+func (r *sourceReader) markDone(done []*swiftParent) {
+	for _, p := range done {
+		if !p.fromSource {
+			continue
 		}
+		r.inflight--
+		r.inflightTS.remove(p.msg.SystemTimestamp)
+		r.done[p.offset] = true
 	}
 }
 
@@ -312,7 +321,7 @@ func (r *sourceReader) committed(ctx context.Context) {
 
 // finished: a finite partition fully read, processed and committed.
 func (r *sourceReader) finished() bool {
-	return r.part.Finite() && r.end && r.persisted == r.readNext && len(r.inflight) == 0
+	return r.part.Finite() && r.end && r.persisted == r.readNext && r.inflight == 0
 }
 
 // eventWatermark is the partition's event-time watermark (max event time
