@@ -385,11 +385,20 @@ func decodeMeta(v []byte) (int, error) {
 // column when present, else by fallback (for example a message id), so the
 // same row always lands in the same partition.
 func PartitionOf(row weir.Row, keyColumn string, n int, fallback []byte) int {
-	b := fallback
+	if h, ok := keyHash(row, keyColumn); ok {
+		return int(h % uint64(n))
+	}
+	return int(codec.Hash64(fallback) % uint64(n))
+}
+
+// keyHash is the hash of row's key column, if it has one that encodes as
+// a key.
+func keyHash(row weir.Row, keyColumn string) (uint64, bool) {
+	var buf [64]byte // the usual short key is encoded on the stack
 	if v, ok := row[keyColumn]; ok && v != nil {
-		if k, err := codec.AppendKey(nil, v); err == nil {
-			b = k
+		if k, err := codec.AppendKey(buf[:0], v); err == nil {
+			return codec.Hash64(k), true
 		}
 	}
-	return int(codec.Hash64(b) % uint64(n))
+	return 0, false
 }
