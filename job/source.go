@@ -81,7 +81,7 @@ func openSourceReader(ctx context.Context, j *Job, key string) (*sourceReader, e
 	}
 	r := &sourceReader{
 		j: j, part: part, stream: j.comp.SourceStream, swift: j.comp.Swift(),
-		key:      weir.Key{Hash: codec.Hash64([]byte(key)), Encoded: key},
+		key:  weir.Key{Hash: codec.Hash64([]byte(key)), Encoded: key},
 		done: map[connector.Offset]bool{},
 		skip: map[connector.Offset]connector.Offset{},
 	}
