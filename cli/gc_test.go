@@ -5,7 +5,8 @@ import (
 	"testing"
 )
 
-// TestTuneGC: weir runs with GOGC=200 unless the environment sets GOGC.
+// TestTuneGC: weir runs with GOGC=defaultGCPercent unless the environment
+// sets GOGC.
 func TestTuneGC(t *testing.T) {
 	prev := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(prev)
