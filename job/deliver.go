@@ -37,20 +37,20 @@ type pendingOffer struct {
 }
 
 // ackQueue collects acknowledgements from other goroutines for the job's
-// goroutine: downstream acknowledgements of outputs by id (one shared hook
-// per destination, so an offer allocates nothing for its acknowledgement),
-// and sinks' acknowledgements of outputs.
+// goroutine: downstream acknowledgements of outputs by id and route (one
+// shared hook per route index, so an offer allocates nothing for its
+// acknowledgement), and sinks' acknowledgements of outputs.
 // wake is signalled (one slot) by every push, so that an idle job learns at
 // once that its outputs were delivered (a source job's idle wait has no
 // other channel for it).
 type ackQueue struct {
 	mu   sync.Mutex
-	ids  []msgid.ID
+	ids  []routeAck
 	outs []*output
 	wake chan struct{}
 	// spare buffers swapped in by drain, so that steady state allocates
 	// nothing.
-	spareIDs  []msgid.ID
+	spareIDs  []routeAck
 	spareOuts []*output
 }
 
@@ -61,10 +61,17 @@ func (q *ackQueue) signal() {
 	}
 }
 
-// pushID queues a downstream acknowledgement of output id.
-func (q *ackQueue) pushID(id msgid.ID) {
+// routeAck is a downstream acknowledgement of output id by the receiving
+// partition of route index route of the output's stream (j.routes).
+type routeAck struct {
+	id    msgid.ID
+	route int
+}
+
+// pushID queues a downstream acknowledgement of output id by its route.
+func (q *ackQueue) pushID(a routeAck) {
 	q.mu.Lock()
-	q.ids = append(q.ids, id)
+	q.ids = append(q.ids, a)
 	q.mu.Unlock()
 	q.signal()
 }
@@ -79,7 +86,7 @@ func (q *ackQueue) pushOutput(out *output) {
 
 // drain applies everything queued: onID for each acknowledged id, onOutput
 // for each acknowledged output.
-func (q *ackQueue) drain(onID func(msgid.ID), onOutput func(*output)) {
+func (q *ackQueue) drain(onID func(routeAck), onOutput func(*output)) {
 	q.mu.Lock()
 	ids, outs := q.ids, q.outs
 	q.ids, q.outs = q.spareIDs[:0], q.spareOuts[:0]
@@ -101,18 +108,47 @@ func (q *ackQueue) drain(onID func(msgid.ID), onOutput func(*output)) {
 // tracker.
 func (j *Job) drainAcks() { j.acks.drain(j.outputAcked, j.box.ack) }
 
-// outputAcked applies one destination's acknowledgement of output id: the
+// outputAcked applies one destination's acknowledgement of an output: the
 // Swift tracker counts it, the outbox erases the output once every
 // destination acknowledged it (an id no longer in the outbox was delivered
-// already).
-func (j *Job) outputAcked(id msgid.ID) {
+// already). A destination that acknowledges an output again (a transport
+// may re-send an acknowledgement) counts once: otherwise an output with
+// several destinations would be erased before the others had it.
+func (j *Job) outputAcked(a routeAck) {
 	if j.swift != nil {
-		j.swift.delivered(id)
+		j.swift.delivered(a.id, a.route)
 		return
 	}
-	if out := j.box.entries[id]; out != nil {
+	if out := j.box.entries[a.id]; out != nil && out.acked.add(a.route) {
 		j.box.ack(out)
 	}
+}
+
+// ackSet records which destinations — route indexes of an output's stream
+// (j.routes) — acknowledged an output, so that each counts once.
+type ackSet struct {
+	bits  uint64
+	extra map[int]struct{} // route indexes from 64 up (rare: a stream read by so many computations)
+}
+
+// add records route i and reports whether it is new.
+func (a *ackSet) add(i int) bool {
+	if i < 64 {
+		bit := uint64(1) << i
+		if a.bits&bit != 0 {
+			return false
+		}
+		a.bits |= bit
+		return true
+	}
+	if _, ok := a.extra[i]; ok {
+		return false
+	}
+	if a.extra == nil {
+		a.extra = map[int]struct{}{}
+	}
+	a.extra[i] = struct{}{}
+	return true
 }
 
 // sinksPending reports whether a sink has progress to record.
@@ -282,15 +318,22 @@ func (j *Job) distribute(outs []*weir.Message, dests [][]transport.PartitionID, 
 		}
 		dup := maybeDup(m)
 		size := tables.MessageSize(m) // once per output, not per destination or retry
-		for _, dest := range dests[i] {
-			j.offer(pendingOffer{msg: m, size: size, dest: dest, ack: j.ackHook, maybeDup: dup})
+		for ri, dest := range dests[i] {
+			j.offer(pendingOffer{msg: m, size: size, dest: dest, ack: j.ackHook(ri), maybeDup: dup})
 		}
 	}
 }
 
-// downstreamAck is the acknowledgement hook of every output offered: it
-// queues the id for the job's goroutine (outputAcked).
-func (j *Job) downstreamAck(id msgid.ID) { j.acks.pushID(id) }
+// ackHook returns the acknowledgement hook of offers along route index ri
+// of their stream: it queues the id and the route for the job's goroutine
+// (outputAcked). One hook per route index serves every output.
+func (j *Job) ackHook(ri int) transport.AckFunc {
+	for len(j.ackHooks) <= ri {
+		r := len(j.ackHooks)
+		j.ackHooks = append(j.ackHooks, func(id msgid.ID) { j.acks.pushID(routeAck{id: id, route: r}) })
+	}
+	return j.ackHooks[ri]
+}
 
 // offer hands o to its destination, or queues it behind the offers to the
 // same destination that are still waiting for room.

@@ -88,8 +88,9 @@ type Job struct {
 	partitionIDs map[string][]transport.PartitionID
 	// sinksOf lists the sinks reading each output stream.
 	sinksOf map[string][]*sinkInstance
-	// ackHook is the acknowledgement hook of every offer (downstreamAck).
-	ackHook transport.AckFunc
+	// ackHooks are the acknowledgement hooks of offers, by route index
+	// (ackHook).
+	ackHooks []transport.AckFunc
 	// pending holds offers refused by full buffers, in emission order, and
 	// every later offer to a destination that has one waiting: outputs of
 	// this partition reach each receiving partition in emission order (the
@@ -154,7 +155,6 @@ func New(cfg Config) (*Job, error) {
 		waiting: map[transport.PartitionID]int{},
 	}
 	j.acks.wake = make(chan struct{}, 1)
-	j.ackHook = j.downstreamAck
 	for _, s := range c.Outputs {
 		j.outputs[s] = true
 		j.routes[s] = cfg.Plan.Receivers(s)

@@ -50,6 +50,9 @@ type output struct {
 	// sinkCalled has a bit per sink of the output's stream whose done
 	// callback ran (job.sinkDone).
 	sinkCalled atomic.Uint64
+	// acked holds the downstream destinations (route indexes) that
+	// acknowledged it (job.outputAcked).
+	acked ackSet
 }
 
 func newOutbox(st store.Store, partition string) *outbox {

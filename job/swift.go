@@ -43,6 +43,9 @@ type swiftChild struct {
 	p0        *swiftParent
 	more      []*swiftParent
 	remaining int
+	// acked holds the downstream destinations (route indexes) that
+	// acknowledged it: each counts once.
+	acked ackSet
 }
 
 func newSwiftTracker() *swiftTracker {
@@ -119,10 +122,11 @@ func (t *swiftTracker) expect(m *weir.Message, dests int) {
 	}
 }
 
-// delivered records one destination's acknowledgement of child id.
-func (t *swiftTracker) delivered(id msgid.ID) {
+// delivered records the acknowledgement of child id by the destination of
+// route index route; a repeated one counts once.
+func (t *swiftTracker) delivered(id msgid.ID, route int) {
 	c := t.children[id]
-	if c == nil {
+	if c == nil || !c.acked.add(route) {
 		return
 	}
 	c.remaining--

@@ -11,7 +11,11 @@
 //     re-sent with the same id after the sender restarts.
 //   - A receiver acknowledges a message only after the commit that recorded
 //     its processing is durable (or immediately, if its dedup says it was
-//     already processed). The receiver deduplicates by message id.
+//     already processed). The receiver deduplicates by message id. An
+//     acknowledgement may reach the sender more than once (a network
+//     transport re-sends one whose delivery it cannot confirm); the sender
+//     counts each receiving partition's acknowledgement of a message once
+//     (each offer's AckFunc identifies its destination to the sender).
 //   - Buffers are bounded in bytes: when a receiving partition's buffer is
 //     full, Offer refuses and the sender keeps the message, so a slow
 //     receiver slows its senders (backpressure).
