@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 
 	"github.com/weir-stream/weir/internal/userstate"
 )
@@ -18,10 +19,27 @@ import (
 // Values are stored as JSON, so T must round-trip through encoding/json.
 type State[T any] struct {
 	name string
+	// enc and dec are s.encode and s.decode, bound once: a method value
+	// made per call would allocate on every Get and Set.
+	enc func(any) ([]byte, error)
+	dec func([]byte) (any, error)
 }
 
 // NewState declares a state named name (unique within the computation).
-func NewState[T any](name string) State[T] { return State[T]{name: name} }
+func NewState[T any](name string) State[T] {
+	s := State[T]{name: name}
+	s.enc, s.dec = s.encode, s.decode
+	return s
+}
+
+// codecs returns the bound encode and decode (a State declared as a zero
+// value, without NewState, binds them per call).
+func (s State[T]) codecs() (func(any) ([]byte, error), func([]byte) (any, error)) {
+	if s.enc == nil {
+		return s.encode, s.decode
+	}
+	return s.enc, s.dec
+}
 
 // Name returns the state's name.
 func (s State[T]) Name() string { return s.name }
@@ -37,7 +55,8 @@ func (s State[T]) Get(ctx Context) (T, error) {
 	if !ok {
 		return zero, errNoState
 	}
-	v, err := h.LoadState(s.name, s.decode)
+	_, dec := s.codecs()
+	v, err := h.LoadState(s.name, dec)
 	if err != nil || v == nil {
 		return zero, err
 	}
@@ -48,7 +67,8 @@ func (s State[T]) Get(ctx Context) (T, error) {
 // Context weir did not make it does nothing (Get reports that).
 func (s State[T]) Set(ctx Context, v T) {
 	if h, ok := ctx.(userstate.Host); ok {
-		h.StoreState(s.name, v, isZero(v), s.encode)
+		enc, _ := s.codecs()
+		h.StoreState(s.name, v, isZero(v), enc)
 	}
 }
 
@@ -56,12 +76,32 @@ func (s State[T]) Set(ctx Context, v T) {
 func (s State[T]) Clear(ctx Context) {
 	var zero T
 	if h, ok := ctx.(userstate.Host); ok {
-		h.StoreState(s.name, zero, true, s.encode)
+		enc, _ := s.codecs()
+		h.StoreState(s.name, zero, true, enc)
 	}
 }
 
+// decode and encode use JSON; integers take a fast path that reads and
+// writes the same bytes as encoding/json.
 func (s State[T]) decode(b []byte) (any, error) {
 	var v T
+	switch p := any(&v).(type) {
+	case *int64:
+		if n, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+			*p = n
+			return v, nil
+		}
+	case *int:
+		if n, err := strconv.ParseInt(string(b), 10, 0); err == nil {
+			*p = int(n)
+			return v, nil
+		}
+	case *uint64:
+		if n, err := strconv.ParseUint(string(b), 10, 64); err == nil {
+			*p = n
+			return v, nil
+		}
+	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return nil, fmt.Errorf("state %s: decode: %w", s.name, err)
 	}
@@ -69,6 +109,14 @@ func (s State[T]) decode(b []byte) (any, error) {
 }
 
 func (s State[T]) encode(v any) ([]byte, error) {
+	switch x := v.(type) {
+	case int64:
+		return strconv.AppendInt(nil, x, 10), nil
+	case int:
+		return strconv.AppendInt(nil, int64(x), 10), nil
+	case uint64:
+		return strconv.AppendUint(nil, x, 10), nil
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("state %s: encode: %w", s.name, err)
@@ -77,6 +125,16 @@ func (s State[T]) encode(v any) ([]byte, error) {
 }
 
 func isZero[T any](v T) bool {
+	switch x := any(v).(type) {
+	case int64:
+		return x == 0
+	case int:
+		return x == 0
+	case uint64:
+		return x == 0
+	case string:
+		return x == ""
+	}
 	rv := reflect.ValueOf(&v).Elem()
 	return rv.IsZero()
 }

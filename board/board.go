@@ -114,13 +114,46 @@ type Board struct {
 	dropped  int
 	controls map[string]Control
 	counters map[string]*Counters
+	// changed holds, per computation, a channel closed (and replaced) when
+	// its control's UpstreamDone or Draining changes: idle jobs wait on it.
+	changed map[string]chan struct{}
+	// decided is signalled when a post may let the controller decide
+	// something (a partition turned drained, or quiet while draining).
+	decided chan struct{}
 }
 
 // NewBoard returns an empty board.
 func NewBoard() *Board {
 	return &Board{statuses: map[transport.PartitionID]Status{}, owners: map[transport.PartitionID]plan.JobID{},
-		controls: map[string]Control{}, counters: map[string]*Counters{}}
+		controls: map[string]Control{}, counters: map[string]*Counters{},
+		changed: map[string]chan struct{}{}, decided: make(chan struct{}, 1)}
 }
+
+// ControlChanged returns a channel that is closed when computation comp's
+// control next changes its UpstreamDone or Draining: an idle job waits on
+// it so that a drain or its upstream's completion reaches it at once rather
+// than after its empty-batch backoff.
+func (b *Board) ControlChanged(comp string) <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.changedLocked(comp)
+}
+
+// REQUIRES: b.mu held.
+func (b *Board) changedLocked(comp string) chan struct{} {
+	c, ok := b.changed[comp]
+	if !ok {
+		c = make(chan struct{})
+		b.changed[comp] = c
+	}
+	return c
+}
+
+// Decided returns a channel signalled (one slot, never closed) when a post
+// turned a partition drained, or quiet while draining: the controller's Run
+// cycles on it as well as on its period, so completion and the end of a
+// drain are seen at once.
+func (b *Board) Decided() <-chan struct{} { return b.decided }
 
 // Assign makes job the owner of partition p and forgets p's last status (it
 // was posted by an earlier job). The controller calls it before the job
@@ -187,7 +220,14 @@ func (b *Board) Post(s Status) {
 		b.dropped++
 		return
 	}
+	prev, had := b.statuses[s.Partition]
 	b.statuses[s.Partition] = s
+	if (s.Drained && (!had || !prev.Drained)) || (s.Quiet && s.DrainingSeen && (!had || !prev.Quiet || !prev.DrainingSeen)) {
+		select {
+		case b.decided <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Status returns the last status of partition p posted by its current job.
@@ -213,7 +253,12 @@ func (b *Board) SetControl(comp string, c Control) {
 			invariants.Check(!c.EventWM.Before(prev.EventWM), "event watermark of %s went down: %v → %v", comp, prev.EventWM, c.EventWM)
 		}
 	}
+	prev, had := b.controls[comp]
 	b.controls[comp] = c
+	if !had || prev.UpstreamDone != c.UpstreamDone || prev.Draining != c.Draining {
+		close(b.changedLocked(comp))
+		delete(b.changed, comp)
+	}
 }
 
 // Control returns the control of a computation.

@@ -41,3 +41,60 @@ func TestBoardKeepsOnlyTheOwnersStatus(t *testing.T) {
 		t.Fatalf("Statuses has %d entries, want 0", n)
 	}
 }
+
+// An idle job waits on ControlChanged: it must be closed by a change of
+// UpstreamDone or Draining, and not by a watermark alone.
+func TestControlChangedWakesOnDrainAndUpstreamDone(t *testing.T) {
+	b := NewBoard()
+	b.SetControl("C", Control{})
+	ch := b.ControlChanged("C")
+	b.SetControl("C", Control{InputSystemWM: map[string]store.Timestamp{"s": 5}})
+	select {
+	case <-ch:
+		t.Fatal("closed by a watermark change")
+	default:
+	}
+	b.SetControl("C", Control{InputSystemWM: map[string]store.Timestamp{"s": 5}, UpstreamDone: true})
+	select {
+	case <-ch:
+	default:
+		t.Fatal("not closed when UpstreamDone changed")
+	}
+	ch = b.ControlChanged("C")
+	b.SetControl("C", Control{InputSystemWM: map[string]store.Timestamp{"s": 5}, UpstreamDone: true, Draining: true})
+	select {
+	case <-ch:
+	default:
+		t.Fatal("not closed when Draining changed")
+	}
+}
+
+// The controller cycles on Decided: a post that turns a partition drained,
+// or quiet while draining, signals it; a repeated one does not.
+func TestDecidedSignalsDrainedPosts(t *testing.T) {
+	b := NewBoard()
+	signalled := func() bool {
+		select {
+		case <-b.Decided():
+			return true
+		default:
+			return false
+		}
+	}
+	b.Post(Status{Partition: "P/0"})
+	if signalled() {
+		t.Fatal("signalled by a busy status")
+	}
+	b.Post(Status{Partition: "P/0", Drained: true, Quiet: true})
+	if !signalled() {
+		t.Fatal("not signalled when the partition turned drained")
+	}
+	b.Post(Status{Partition: "P/0", Drained: true, Quiet: true})
+	if signalled() {
+		t.Fatal("signalled again by an unchanged status")
+	}
+	b.Post(Status{Partition: "P/1", Quiet: true, DrainingSeen: true})
+	if !signalled() {
+		t.Fatal("not signalled when a partition turned quiet while draining")
+	}
+}

@@ -102,6 +102,7 @@ var errUsage = errors.New("usage")
 // command's own code (weir run: 3 when a drain timed out).
 func Main(args []string, o Options) int {
 	o.defaults()
+	tuneGC(os.Getenv)
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(o.Stdout)
 		if len(args) == 0 {

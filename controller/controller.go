@@ -447,6 +447,10 @@ func (c *Controller) Run(ctx context.Context) (State, error) {
 		case <-ctx.Done():
 			return c.State(), ctx.Err()
 		case <-t.C:
+		case <-c.cfg.Board.Decided():
+			// A partition turned drained (or quiet while draining): the
+			// cycle that completes a computation or ends a drain need not
+			// wait for the next period.
 		}
 	}
 }

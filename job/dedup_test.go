@@ -41,14 +41,18 @@ func TestDedupGC(t *testing.T) {
 	ctx := context.Background()
 	for _, compact := range []bool{false, true} {
 		st := openStore(t, clock.Real{})
-		in := newInputStore(st, "C", compact, true)
+		in := newInputStore(st, "C", allKeys, compact, true)
 		var msgs []*weir.Message
 		for i := 1; i <= 10; i++ {
 			ts := store.Timestamp(uint64(i) << store.TimestampCounterBits)
 			msgs = append(msgs, &weir.Message{ID: msgid.Ordered(uint64(ts), "s", 0), Stream: "s", SystemTimestamp: ts})
 		}
+		// From an unordered channel: deduplicated by id rows.
+		if _, _, err := in.filter(ctx, msgs, nil, nil); err != nil {
+			t.Fatal(err)
+		}
 		txn := store.NewTxn()
-		in.register(txn, msgs)
+		in.register(txn)
 		if err := st.Commit(ctx, txn); err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +68,7 @@ func TestDedupGC(t *testing.T) {
 			t.Fatalf("compact=%v: %d dedup rows after GC, want 4", compact, n)
 		}
 		fresh := &weir.Message{ID: msgid.Ordered(uint64(wm)+5, "s", 1), Stream: "s", SystemTimestamp: wm + 5}
-		later := newInputStore(st, "C", compact, true)
+		later := newInputStore(st, "C", allKeys, compact, true)
 		if err := later.loadFloors(ctx, []string{"s"}); err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +77,7 @@ func TestDedupGC(t *testing.T) {
 		for _, m := range all {
 			suspect[m.ID] = true // re-deliveries: look every one up
 		}
-		f, processed, err := later.filter(ctx, all, suspect)
+		f, processed, err := later.filter(ctx, all, nil, suspect)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,15 +92,18 @@ func TestDedupGC(t *testing.T) {
 func TestAtLeastOnceModeSkipsDedup(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t, clock.Real{})
-	in := newInputStore(st, "C", true, false)
+	in := newInputStore(st, "C", allKeys, true, false)
 	m := &weir.Message{ID: "x", Stream: "s", SystemTimestamp: 100}
+	if _, _, err := in.filter(ctx, []*weir.Message{m}, []origin{{from: "R/0", ordered: true}}, nil); err != nil {
+		t.Fatal(err)
+	}
 	txn := store.NewTxn()
-	in.register(txn, []*weir.Message{m})
+	in.register(txn)
 	if txn.Len() != 0 {
-		t.Fatal("at_least_once_consistent registered a dedup row")
+		t.Fatal("at_least_once_consistent registered a dedup row or frontier")
 	}
 	in.advance("s", 200)
-	_, processed, err := in.filter(ctx, []*weir.Message{m}, map[msgid.ID]bool{m.ID: true})
+	_, processed, err := in.filter(ctx, []*weir.Message{m}, nil, map[msgid.ID]bool{m.ID: true})
 	if err != nil || len(processed) != 1 {
 		t.Fatalf("watermark test not applied: %v %d", err, len(processed))
 	}

@@ -9,15 +9,24 @@ package job
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/internal/invariants"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/tables"
 	"github.com/weir-stream/weir/transport"
 )
+
+// offerChannel is a receiving partition and stream (the invariant check of
+// ordered senders).
+type offerChannel struct {
+	dest   transport.PartitionID
+	stream string
+}
 
 type pendingOffer struct {
 	msg      *weir.Message
@@ -27,26 +36,119 @@ type pendingOffer struct {
 	maybeDup bool
 }
 
-// ackQueue collects callbacks from other goroutines for the job's goroutine.
+// ackQueue collects acknowledgements from other goroutines for the job's
+// goroutine: downstream acknowledgements of outputs by id and route (one
+// shared hook per route index, so an offer allocates nothing for its
+// acknowledgement), and sinks' acknowledgements of outputs.
+// wake is signalled (one slot) by every push, so that an idle job learns at
+// once that its outputs were delivered (a source job's idle wait has no
+// other channel for it).
 type ackQueue struct {
-	mu    sync.Mutex
-	items []func()
+	mu   sync.Mutex
+	ids  []routeAck
+	outs []*output
+	wake chan struct{}
+	// spare buffers swapped in by drain, so that steady state allocates
+	// nothing.
+	spareIDs  []routeAck
+	spareOuts []*output
 }
 
-func (q *ackQueue) push(f func()) {
-	q.mu.Lock()
-	q.items = append(q.items, f)
-	q.mu.Unlock()
-}
-
-func (q *ackQueue) drain() {
-	q.mu.Lock()
-	items := q.items
-	q.items = nil
-	q.mu.Unlock()
-	for _, f := range items {
-		f()
+func (q *ackQueue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
 	}
+}
+
+// routeAck is a downstream acknowledgement of output id by the receiving
+// partition of route index route of the output's stream (j.routes).
+type routeAck struct {
+	id    msgid.ID
+	route int
+}
+
+// pushID queues a downstream acknowledgement of output id by its route.
+func (q *ackQueue) pushID(a routeAck) {
+	q.mu.Lock()
+	q.ids = append(q.ids, a)
+	q.mu.Unlock()
+	q.signal()
+}
+
+// pushOutput queues a sink's acknowledgement of out.
+func (q *ackQueue) pushOutput(out *output) {
+	q.mu.Lock()
+	q.outs = append(q.outs, out)
+	q.mu.Unlock()
+	q.signal()
+}
+
+// drain applies everything queued: onID for each acknowledged id, onOutput
+// for each acknowledged output.
+func (q *ackQueue) drain(onID func(routeAck), onOutput func(*output)) {
+	q.mu.Lock()
+	ids, outs := q.ids, q.outs
+	q.ids, q.outs = q.spareIDs[:0], q.spareOuts[:0]
+	q.mu.Unlock()
+	for _, id := range ids {
+		onID(id)
+	}
+	for _, out := range outs {
+		onOutput(out)
+	}
+	clear(ids)
+	clear(outs)
+	q.mu.Lock()
+	q.spareIDs, q.spareOuts = ids[:0], outs[:0]
+	q.mu.Unlock()
+}
+
+// drainAcks applies the queued acknowledgements to the outbox or the Swift
+// tracker.
+func (j *Job) drainAcks() { j.acks.drain(j.outputAcked, j.box.ack) }
+
+// outputAcked applies one destination's acknowledgement of an output: the
+// Swift tracker counts it, the outbox erases the output once every
+// destination acknowledged it (an id no longer in the outbox was delivered
+// already). A destination that acknowledges an output again (a transport
+// may re-send an acknowledgement) counts once: otherwise an output with
+// several destinations would be erased before the others had it.
+func (j *Job) outputAcked(a routeAck) {
+	if j.swift != nil {
+		j.swift.delivered(a.id, a.route)
+		return
+	}
+	if out := j.box.entries[a.id]; out != nil && out.acked.add(a.route) {
+		j.box.ack(out)
+	}
+}
+
+// ackSet records which destinations — route indexes of an output's stream
+// (j.routes) — acknowledged an output, so that each counts once.
+type ackSet struct {
+	bits  uint64
+	extra map[int]struct{} // route indexes from 64 up (rare: a stream read by so many computations)
+}
+
+// add records route i and reports whether it is new.
+func (a *ackSet) add(i int) bool {
+	if i < 64 {
+		bit := uint64(1) << i
+		if a.bits&bit != 0 {
+			return false
+		}
+		a.bits |= bit
+		return true
+	}
+	if _, ok := a.extra[i]; ok {
+		return false
+	}
+	if a.extra == nil {
+		a.extra = map[int]struct{}{}
+	}
+	a.extra[i] = struct{}{}
+	return true
 }
 
 // sinksPending reports whether a sink has progress to record.
@@ -67,19 +169,23 @@ func (j *Job) sinksPending() bool {
 // this happens only to data written before that check existed.)
 func (j *Job) fetchInputs() ([]*weir.Message, error) {
 	raw := j.recv.Fetch(j.comp.Batch.MaxRows, j.comp.Batch.MaxBytes)
-	out := make([]*weir.Message, 0, len(raw))
-	for _, d := range raw {
+	out := make([]*weir.Message, len(raw))
+	copies := make([]weir.Message, len(raw)) // one block for the batch
+	j.origins = j.origins[:0]
+	for i, d := range raw {
+		j.origins = append(j.origins, origin{from: d.From, ordered: d.Ordered})
 		m := d.Msg
 		if d.MaybeDuplicate {
 			j.suspect[m.ID] = true
 		}
-		cp := *m
+		cp := &copies[i]
+		*cp = *m
 		k, err := j.comp.KeyOf(cp.Payload)
 		if err != nil {
 			return nil, fmt.Errorf("job %s: input %s on stream %s: %w", j.cfg.Partition.ID, m.ID, m.Stream, err)
 		}
 		cp.Key = k
-		out = append(out, &cp)
+		out[i] = cp
 	}
 	return out, nil
 }
@@ -89,43 +195,51 @@ func (j *Job) fetchInputs() ([]*weir.Message, error) {
 // writes it inside this epoch's transaction); downstream partitions only
 // after the commit (distribute).
 func (j *Job) register(m *weir.Message, persisted bool) {
-	dests := len(j.routes[m.Stream])
-	var sinks []*sinkInstance
-	for _, s := range j.sinks {
-		if s.plan.InputStream == m.Stream {
-			sinks = append(sinks, s)
-		}
-	}
-	dests += len(sinks)
+	sinks := j.sinksOf[m.Stream]
+	dests := len(j.routes[m.Stream]) + len(sinks)
 	if j.comp.Swift() {
 		j.swift.expect(m, dests)
 		return
 	}
 	out := j.box.add(m, dests, persisted)
-	for _, s := range sinks {
-		done := j.onDelivered(out, m.ID, s.plan.ID)
+	for i, s := range sinks {
 		if a, ok := s.sink.(connector.AtMostOnce); persisted && ok && a.DeliversAtMostOnce() {
 			// Reloaded after a restart: an earlier life may have handed it
 			// to this sink already (connector.AtMostOnce).
-			done(nil)
+			j.box.ack(out)
 			continue
 		}
-		s.sink.Distribute(m, done)
+		s.sink.Distribute(m, j.sinkDone(out, i, s.plan.ID))
 	}
 }
 
-// onDelivered returns the done callback of one destination of an output.
-func (j *Job) onDelivered(out *output, id msgid.ID, dest string) func(error) {
-	var once sync.Once
-	return func(err error) {
-		once.Do(func() {
-			if err != nil {
-				j.cfg.Logf("%s: output %s to %s failed: %v (kept in the outbox)", j.cfg.Partition.ID, id, dest, err)
-				return
+// sinkDone returns the done callback of the i-th sink of out's stream: the
+// first call counts (a sink may call it on any goroutine, and a faulty one
+// more than once); out.sinkCalled has one bit per sink (a stream with more
+// than 64 sinks gets a flag of its own per callback).
+func (j *Job) sinkDone(out *output, i int, sink string) func(error) {
+	if i >= 64 {
+		var called atomic.Bool
+		return func(err error) {
+			if called.CompareAndSwap(false, true) {
+				j.sinkDelivered(out, sink, err)
 			}
-			j.acks.push(func() { j.box.ack(out) })
-		})
+		}
 	}
+	bit := uint64(1) << i
+	return func(err error) {
+		if out.sinkCalled.Or(bit)&bit == 0 {
+			j.sinkDelivered(out, sink, err)
+		}
+	}
+}
+
+func (j *Job) sinkDelivered(out *output, sink string, err error) {
+	if err != nil {
+		j.cfg.Logf("%s: output %s to %s failed: %v (kept in the outbox)", j.cfg.Partition.ID, out.msg.ID, sink, err)
+		return
+	}
+	j.acks.pushOutput(out)
 }
 
 // outputSuspect says which of this epoch's outputs may have been delivered
@@ -155,22 +269,44 @@ func (j *Job) outputSuspect(outs []*weir.Message, lineage [][]*weir.Message) fun
 // and the column: the user code must be fixed, and nothing is committed.
 func (j *Job) destinations(outs []*weir.Message) ([][]transport.PartitionID, error) {
 	dests := make([][]transport.PartitionID, len(outs))
+	n := 0
+	for _, m := range outs {
+		n += len(j.routes[m.Stream])
+	}
+	block := make([]transport.PartitionID, n) // one allocation for the batch
 	for i, m := range outs {
 		routes := j.routes[m.Stream]
 		if len(routes) == 0 {
 			continue
 		}
-		d := make([]transport.PartitionID, len(routes))
+		d := block[:len(routes):len(routes)]
+		block = block[len(routes):]
 		for ri, r := range routes {
 			k, err := r.KeyOf(m.Payload)
 			if err != nil {
 				return nil, fmt.Errorf("computation %s: output %s on stream %s cannot be routed to %s: %w", j.comp.Name, m.ID, m.Stream, r.Name, err)
 			}
-			d[ri] = plan.KeyedPartitionID(r.Name, plan.PartitionIndex(k.Hash, r.Partitions))
+			d[ri] = j.partitionID(r, plan.PartitionIndex(k.Hash, r.Partitions))
 		}
 		dests[i] = d
 	}
 	return dests, nil
+}
+
+// partitionID is plan.KeyedPartitionID(r.Name, i), built once per partition.
+func (j *Job) partitionID(r *plan.CompPlan, i int) transport.PartitionID {
+	ids := j.partitionIDs[r.Name]
+	if ids == nil {
+		ids = make([]transport.PartitionID, r.Partitions)
+		for p := range ids {
+			ids[p] = plan.KeyedPartitionID(r.Name, p)
+		}
+		if j.partitionIDs == nil {
+			j.partitionIDs = map[string][]transport.PartitionID{}
+		}
+		j.partitionIDs[r.Name] = ids
+	}
+	return ids[i]
 }
 
 // distribute offers outputs to the downstream partitions dests names
@@ -182,27 +318,37 @@ func (j *Job) distribute(outs []*weir.Message, dests [][]transport.PartitionID, 
 		}
 		dup := maybeDup(m)
 		size := tables.MessageSize(m) // once per output, not per destination or retry
-		for _, dest := range dests[i] {
-			j.offer(pendingOffer{msg: m, size: size, dest: dest, ack: j.downstreamAck(m), maybeDup: dup})
+		for ri, dest := range dests[i] {
+			j.offer(pendingOffer{msg: m, size: size, dest: dest, ack: j.ackHook(ri), maybeDup: dup})
 		}
 	}
 }
 
-func (j *Job) downstreamAck(m *weir.Message) transport.AckFunc {
-	if j.comp.Swift() {
-		return func(msgid.ID) { j.acks.push(func() { j.swift.delivered(m.ID) }) }
+// ackHook returns the acknowledgement hook of offers along route index ri
+// of their stream: it queues the id and the route for the job's goroutine
+// (outputAcked). One hook per route index serves every output.
+func (j *Job) ackHook(ri int) transport.AckFunc {
+	for len(j.ackHooks) <= ri {
+		r := len(j.ackHooks)
+		j.ackHooks = append(j.ackHooks, func(id msgid.ID) { j.acks.pushID(routeAck{id: id, route: r}) })
 	}
-	out := j.box.entries[m.ID]
-	if out == nil {
-		// Already delivered to every destination; nothing to track.
-		return func(msgid.ID) {}
-	}
-	return func(msgid.ID) { j.acks.push(func() { j.box.ack(out) }) }
+	return j.ackHooks[ri]
 }
 
 // offer hands o to its destination, or queues it behind the offers to the
 // same destination that are still waiting for room.
 func (j *Job) offer(o pendingOffer) {
+	if invariants.Enabled && j.sender.Ordered() {
+		// An ordered sender's promise (transport.Delivery): per receiving
+		// partition and stream, strictly increasing ids in each life.
+		k := offerChannel{o.dest, o.msg.Stream}
+		last, ok := j.lastOffered[k]
+		invariants.Check(!ok || o.msg.ID > last, "ordered sender %s offered %s to %s after %s", j.cfg.Partition.ID, o.msg.ID, o.dest, last)
+		if j.lastOffered == nil {
+			j.lastOffered = map[offerChannel]msgid.ID{}
+		}
+		j.lastOffered[k] = o.msg.ID
+	}
 	if j.waiting[o.dest] == 0 && j.cfg.Hub.Offer(j.sender, o.dest, o.msg, o.size, o.ack, o.maybeDup) {
 		return
 	}
@@ -246,7 +392,11 @@ func (j *Job) flushSwift() {
 		j.src.markDone(done)
 		return
 	}
-	j.recv.Ack(ids(done)...)
+	acked := make([]msgid.ID, len(done))
+	for i, p := range done {
+		acked[i] = p.msg.ID
+	}
+	j.recv.Ack(acked...)
 }
 
 // tellSinks gives the sinks that observe it the computation's progress.

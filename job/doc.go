@@ -28,7 +28,8 @@
 //	              offers, acknowledgements in both directions, Swift acks
 //	report.go     the status a job posts on the board (watermark bounds, drained)
 //	txmanager.go  the fenced, guarded commit and the idle lease probe
-//	dedup.go      the input store: dedup by id (exactly_once) and by watermark
+//	dedup.go      the input store: dedup by channel frontier or by id (exactly_once),
+//	              and by watermark
 //	outbox.go     materialized outputs until every destination acknowledged them
 //	states.go     per-key states with a byte-bounded cache
 //	extstate.go   the epoch's external state buffer: reads over it, its writes

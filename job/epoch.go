@@ -9,6 +9,7 @@ import (
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/board"
+	"github.com/weir-stream/weir/internal/invariants"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
@@ -65,6 +66,7 @@ type Decision struct {
 
 	srcBatch *sourceBatch
 	result   EpochResult
+	dropped  dropReasons
 }
 
 // Epoch runs one iteration: Decide, then Apply.
@@ -96,7 +98,15 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 	if ctl.EventWM.After(j.eventWM) {
 		j.eventWM = ctl.EventWM
 	}
-	j.acks.drain()
+	j.drainAcks()
+	if j.src != nil {
+		// Delivered Swift outputs release their source records now, before
+		// the work decision, so that the position they let advance is
+		// committed by this epoch (every record released was committed by an
+		// earlier one). Memory only: an internal input's upstream ack waits
+		// for Apply.
+		j.flushSwift()
+	}
 	j.tellSinks(ctl)
 
 	// 2. Backpressure: a full outbox (or too many Swift outputs in flight)
@@ -112,6 +122,7 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 	var msgs []*weir.Message
 	var err error
 	clear(j.suspect)
+	j.origins = j.origins[:0]
 	if !blocked && !ctl.Draining && j.src != nil {
 		if d.srcBatch, err = j.src.read(ctx, j.comp.Batch.MaxRows, j.comp.Batch.MaxBytes); err != nil {
 			return nil, err
@@ -153,10 +164,18 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 
 	// 5. Dedup. Inputs found already processed are acknowledged at once (in
 	// Apply's first step).
-	if d.Fresh, d.Duplicates, err = j.inputs.filter(ctx, msgs, j.suspect); err != nil {
+	origins := j.origins
+	if d.srcBatch != nil {
+		origins = nil
+	}
+	if d.Fresh, d.Duplicates, err = j.inputs.filter(ctx, msgs, origins, j.suspect); err != nil {
 		return nil, err
 	}
 	d.result.Inputs, d.result.Duplicates = len(d.Fresh), len(d.Duplicates)
+	// A source's records are never dropped here (its position is its
+	// dedup): a Swift source's tracker holds every record it read.
+	invariants.Check(d.srcBatch == nil || len(d.Duplicates) == 0, "source %s: %d records dropped as duplicates", j.cfg.Partition.ID, len(d.Duplicates))
+	d.dropped = j.inputs.why
 
 	// 6. User code, grouped by key: timers, then messages.
 	emits, err := j.process(ctx, d.TS, d.Fresh, fired)
@@ -166,10 +185,13 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 
 	// 7–9. Dedup ids, outputs, timers.
 	txn := store.NewTxn(j.cfg.Lease)
-	j.inputs.register(txn, d.Fresh)
+	j.inputs.register(txn)
 	outs, lineage, err := j.materialize(d.TS, emits)
 	if err != nil {
 		return nil, err
+	}
+	if j.src != nil && j.comp.Swift() {
+		sortByID(outs, lineage)
 	}
 	if d.Dests, err = j.destinations(outs); err != nil {
 		return nil, err
@@ -185,7 +207,7 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 	j.timers.sync(txn)
 
 	// 10. Prepare the transaction.
-	j.acks.drain()
+	j.drainAcks()
 	if j.src != nil {
 		if err := j.src.sync(txn); err != nil {
 			return nil, err
@@ -279,7 +301,7 @@ func (j *Job) Apply(ctx context.Context, d *Decision) (EpochResult, error) {
 	if j.recv != nil && !j.comp.Swift() {
 		j.recv.Ack(ids(d.Fresh)...)
 	}
-	j.acks.drain()
+	j.drainAcks()
 	j.flushSwift()
 	j.cfg.Board.AddCounters(j.comp.Name, board.Counters{Epochs: 1, Commits: b2u(res.Committed),
 		Inputs: uint64(res.Inputs), Duplicates: uint64(res.Duplicates), Outputs: uint64(res.Outputs)})
@@ -306,7 +328,7 @@ func (d *Decision) String() string {
 		fmt.Fprintf(&b, " inputs=%s", idList(d.Fresh))
 	}
 	if len(d.Duplicates) > 0 {
-		fmt.Fprintf(&b, " duplicates=%s", idList(d.Duplicates))
+		fmt.Fprintf(&b, " duplicates=%s (%s)", idList(d.Duplicates), d.dropped)
 	}
 	for i, m := range d.Outputs {
 		fmt.Fprintf(&b, "\n  out %s %s", m.ID, m.Stream)

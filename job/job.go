@@ -87,6 +87,13 @@ type Job struct {
 	src    *sourceReader
 	swift  *swiftTracker
 	routes map[string][]*plan.CompPlan // output stream → receiving computations
+	// partitionIDs caches the partition ids of receiving computations.
+	partitionIDs map[string][]transport.PartitionID
+	// sinksOf lists the sinks reading each output stream.
+	sinksOf map[string][]*sinkInstance
+	// ackHooks are the acknowledgement hooks of offers, by route index
+	// (ackHook).
+	ackHooks []transport.AckFunc
 	// pending holds offers refused by full buffers, in emission order, and
 	// every later offer to a destination that has one waiting: outputs of
 	// this partition reach each receiving partition in emission order (the
@@ -96,12 +103,24 @@ type Job struct {
 	waiting map[transport.PartitionID]int
 
 	acks ackQueue
+	// calls holds the buffers user-code calls reuse across epochs.
+	calls callScratch
+	// idIndex, idBuf and idEnds are materialize's buffers, reused.
+	idIndex map[idCounter]uint64
+	idBuf   []byte
+	idEnds  []int
 	// sender is this job's token for offering as its partition.
 	sender transport.SenderToken
+	// lastOffered is the last id offered per receiving partition and
+	// stream (checked under invariants for an ordered sender).
+	lastOffered map[offerChannel]msgid.ID
 	// suspect holds the ids of this epoch's inputs that may have been
 	// delivered before (see transport.Delivery): only they need a dedup
 	// lookup, and Swift outputs derived from them are suspect downstream.
 	suspect map[msgid.ID]bool
+	// origins is index-aligned with the inputs fetchInputs returned: the
+	// channel each came from (the dedup frontier's key).
+	origins []origin
 
 	lastTS     store.Timestamp
 	eventWM    time.Time
@@ -138,6 +157,7 @@ func New(cfg Config) (*Job, error) {
 		suspect: map[msgid.ID]bool{},
 		waiting: map[transport.PartitionID]int{},
 	}
+	j.acks.wake = make(chan struct{}, 1)
 	for _, s := range c.Outputs {
 		j.outputs[s] = true
 		j.routes[s] = cfg.Plan.Receivers(s)
@@ -148,7 +168,8 @@ func New(cfg Config) (*Job, error) {
 	// Only internal inputs are deduplicated by id: a source's records are
 	// deduplicated by their offsets (the position commits with the epoch),
 	// and a Swift computation's inputs by watermark.
-	j.inputs = newInputStore(cfg.Store, c.Name, c.CompactDedup, c.Mode == plan.ExactlyOnce && !c.Swift() && !c.IsSource())
+	own := tables.FrontierRange{Lo: cfg.Partition.Lo, Hi: cfg.Partition.Hi, ToEnd: cfg.Partition.ToEnd}
+	j.inputs = newInputStore(cfg.Store, c.Name, own, c.CompactDedup, c.Mode == plan.ExactlyOnce && !c.Swift() && !c.IsSource())
 	j.states = newStateManager(cfg.Store, c.Name, c.StateCacheBytes)
 	j.ext = newExternalStates(cfg.Store, c)
 	j.timers = newTimerStore(c.Name, c.Timers, c.TimerCountLimit, c.TimerBytesLimit)
@@ -186,7 +207,7 @@ func (j *Job) Init(ctx context.Context) error {
 	j.lastTS = ts
 	// The lease is proven: fence the partition's previous sender (a zombie
 	// may still run) before this job offers anything.
-	j.sender = j.cfg.Hub.RegisterSender(j.cfg.Partition.ID)
+	j.sender = j.cfg.Hub.RegisterSender(j.cfg.Partition.ID, j.orderedSender())
 	p := j.cfg.Partition
 	if j.comp.IsSource() {
 		j.src, err = openSourceReader(ctx, j, p.SourceKey)
@@ -195,6 +216,9 @@ func (j *Job) Init(ctx context.Context) error {
 		}
 	} else {
 		if err := j.inputs.loadFloors(ctx, j.comp.Inputs); err != nil {
+			return err
+		}
+		if err := j.inputs.loadFrontiers(ctx); err != nil {
 			return err
 		}
 		j.recv = j.cfg.Hub.Attach(p.ID)
@@ -228,7 +252,12 @@ func (j *Job) Init(ctx context.Context) error {
 		if err := s.Init(ctx, sc); err != nil {
 			return fmt.Errorf("job %s: sink %s init: %w", p.ID, sp.ID, err)
 		}
-		j.sinks = append(j.sinks, &sinkInstance{plan: sp, sink: s})
+		si := &sinkInstance{plan: sp, sink: s}
+		j.sinks = append(j.sinks, si)
+		if j.sinksOf == nil {
+			j.sinksOf = map[string][]*sinkInstance{}
+		}
+		j.sinksOf[sp.InputStream] = append(j.sinksOf[sp.InputStream], si)
 	}
 	if !j.comp.Swift() {
 		msgs, err := j.box.load(ctx)
@@ -307,6 +336,8 @@ func (j *Job) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		case <-notify:
 		case <-room:
+		case <-j.acks.wake:
+		case <-j.cfg.Board.ControlChanged(j.comp.Name):
 		case <-j.cfg.Finish:
 		case <-t.C:
 		}
@@ -347,6 +378,25 @@ func (j *Job) waitToFill(ctx context.Context, d time.Duration) {
 		case <-notify:
 		}
 	}
+}
+
+// orderedSender says whether this partition's channels are ordered
+// (transport.Delivery): on each stream it offers every receiving partition
+// strictly increasing ids, in every life. A Transform's outputs have ids
+// hex16(epoch timestamp)-stream:lex(index), numbered in emission order,
+// offered in emission order (offers queue behind a refused one) and
+// reloaded from the outbox in id order before any new epoch. A Swift
+// source's outputs inherit ids hex16(memorized sequence number)-…:lex(offset)
+// whose order is the records' order (sequence numbers are memorized per
+// offset range in increasing order, and reused on replay), and it offers
+// each epoch's outputs sorted by id (sortByID). A Swift computation fed by
+// other partitions interleaves its upstreams' ids, and merged ids are
+// digests: those channels are not ordered and are deduplicated by id.
+func (j *Job) orderedSender() bool {
+	if !j.comp.Swift() {
+		return true
+	}
+	return j.comp.IsSource() && !j.comp.AllowBatching
 }
 
 func b2u(b bool) uint64 {

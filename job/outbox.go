@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync/atomic"
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/internal/invariants"
@@ -46,6 +47,12 @@ type output struct {
 	remaining int
 	persisted bool
 	delivered bool
+	// sinkCalled has a bit per sink of the output's stream whose done
+	// callback ran (job.sinkDone).
+	sinkCalled atomic.Uint64
+	// acked holds the downstream destinations (route indexes) that
+	// acknowledged it (job.outputAcked).
+	acked ackSet
 }
 
 func newOutbox(st store.Store, partition string) *outbox {

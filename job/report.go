@@ -53,7 +53,7 @@ func (j *Job) report(idle bool) {
 		quiet = quiet && j.swift.count() == 0
 	}
 	if j.src != nil {
-		quiet = quiet && len(j.src.inflight) == 0
+		quiet = quiet && j.src.inflight == 0
 	} else {
 		quiet = quiet && j.recv.Pending() == 0
 	}

@@ -14,8 +14,9 @@ type Transport interface {
 	transport.Sender
 	// RegisterSender makes the caller the sender of partition p once its
 	// lease is proven; offers under earlier tokens of p are fenced from then
-	// on (transport.SenderToken).
-	RegisterSender(p transport.PartitionID) transport.SenderToken
+	// on (transport.SenderToken). ordered is the sender's promise that its
+	// channels are ordered (transport.Delivery).
+	RegisterSender(p transport.PartitionID, ordered bool) transport.SenderToken
 	// Attach starts a new attachment of partition p as its receiver.
 	Attach(p transport.PartitionID) transport.Receiver
 }
@@ -31,6 +32,9 @@ type Board interface {
 	Post(s board.Status)
 	// AddCounters adds an epoch's counts to a computation's totals.
 	AddCounters(comp string, d board.Counters)
+	// ControlChanged returns a channel closed when comp's control next
+	// changes its UpstreamDone or Draining (an idle job waits on it).
+	ControlChanged(comp string) <-chan struct{}
 }
 
 var (

@@ -49,11 +49,12 @@ type sourceReader struct {
 	replayBelow connector.Offset
 	memory      []memRange
 	memDirty    bool
-	inflight    map[connector.Offset]store.Timestamp // swift: read, not yet done
-	inflightTS  tsMultiset
-	done        map[connector.Offset]bool
-	skip        map[connector.Offset]connector.Offset // swift: gap [from, to) with no record
-	offsetOf    map[msgid.ID]connector.Offset
+	// inflight counts the records read and not yet done (swift), and
+	// inflightTS holds their SystemTimestamps.
+	inflight   int
+	inflightTS tsMultiset
+	done       map[connector.Offset]bool
+	skip       map[connector.Offset]connector.Offset // swift: gap [from, to) with no record
 	// cursor is the partition when it keeps a cursor (Transform only): its
 	// cursor commits with every change of the position.
 	cursor connector.CursorPartition
@@ -86,10 +87,9 @@ func openSourceReader(ctx context.Context, j *Job, key string) (*sourceReader, e
 	}
 	r := &sourceReader{
 		j: j, part: part, stream: j.comp.SourceStream, swift: j.comp.Swift(),
-		key:      weir.Key{Hash: codec.Hash64([]byte(key)), Encoded: key},
-		inflight: map[connector.Offset]store.Timestamp{}, done: map[connector.Offset]bool{},
-		skip:     map[connector.Offset]connector.Offset{},
-		offsetOf: map[msgid.ID]connector.Offset{},
+		key:  weir.Key{Hash: codec.Hash64([]byte(key)), Encoded: key},
+		done: map[connector.Offset]bool{},
+		skip: map[connector.Offset]connector.Offset{},
 	}
 	v, ok, err := j.st.Get(ctx, store.PartitionStates, r.stateKey())
 	if err != nil {
@@ -186,8 +186,13 @@ func (r *sourceReader) read(ctx context.Context, maxRows, maxBytes int) (*source
 // messages turns a batch into messages of the source stream.
 func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Message {
 	out := make([]*weir.Message, 0, len(b.records))
+	// One block for the batch's messages, one buffer (then one string) for
+	// their ids.
+	slab := make([]weir.Message, len(b.records))
+	var idBuf []byte
+	ends := make([]int, 0, len(b.records))
 	now := r.j.st.Now()
-	for _, rec := range b.records {
+	for i, rec := range b.records {
 		seq := uint64(ts)
 		if r.swift {
 			seq = r.seqFor(rec.Offset, b.next, uint64(ts))
@@ -205,8 +210,8 @@ func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Mess
 		if r.swift {
 			sys = store.Timestamp(seq)
 		}
-		m := &weir.Message{
-			ID:                 msgid.Ordered(seq, r.stream, uint64(rec.Offset)),
+		m := &slab[i]
+		*m = weir.Message{
 			Stream:             r.stream,
 			Key:                r.key,
 			SystemTimestamp:    sys,
@@ -214,18 +219,36 @@ func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Mess
 			EventTimestamp:     ev,
 			Payload:            rec.Row,
 		}
+		idBuf = msgid.AppendOrdered(idBuf, seq, r.stream, uint64(rec.Offset))
+		ends = append(ends, len(idBuf))
 		if ev.After(r.maxEvent) {
 			r.maxEvent = ev
 		}
+		out = append(out, m)
+	}
+	ids := string(idBuf)
+	from := 0
+	var offsets []connector.Offset
+	if r.swift {
+		offsets = make([]connector.Offset, len(out))
+	}
+	for i, m := range out {
+		m.ID = msgid.ID(ids[from:ends[i]])
+		from = ends[i]
+		rec := b.records[i]
 		if rec.Offset < r.replayBelow {
 			r.j.suspect[m.ID] = true
 		}
 		if r.swift {
-			r.inflight[rec.Offset] = sys
-			r.inflightTS.add(sys)
-			r.offsetOf[m.ID] = rec.Offset
+			r.inflight++
+			r.inflightTS.add(m.SystemTimestamp)
+			offsets[i] = rec.Offset
 		}
-		out = append(out, m)
+	}
+	if r.swift {
+		// The tracker holds each record until its outputs are delivered,
+		// and hands it back to markDone with its offset.
+		r.j.swift.addSourceRecords(out, offsets)
 	}
 	r.lastRecordAt = now
 	return out
@@ -251,14 +274,14 @@ func (r *sourceReader) seqFor(off, batchEnd connector.Offset, ts uint64) uint64 
 }
 
 // markDone records that every output of these source messages is delivered.
-func (r *sourceReader) markDone(msgs []*weir.Message) {
-	for _, m := range msgs {
-		if off, ok := r.offsetOf[m.ID]; ok {
-			delete(r.offsetOf, m.ID)
-			r.inflightTS.remove(r.inflight[off])
-			delete(r.inflight, off)
-			r.done[off] = true
+func (r *sourceReader) markDone(done []*swiftParent) {
+	for _, p := range done {
+		if !p.fromSource {
+			continue
 		}
+		r.inflight--
+		r.inflightTS.remove(p.msg.SystemTimestamp)
+		r.done[p.offset] = true
 	}
 }
 
@@ -329,7 +352,7 @@ func (r *sourceReader) committed(ctx context.Context) {
 
 // finished: a finite partition fully read, processed and committed.
 func (r *sourceReader) finished() bool {
-	return r.part.Finite() && r.end && r.persisted == r.readNext && len(r.inflight) == 0
+	return r.part.Finite() && r.end && r.persisted == r.readNext && r.inflight == 0
 }
 
 // eventWatermark is the partition's event-time watermark (max event time

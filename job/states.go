@@ -31,6 +31,8 @@ type stateManager struct {
 	lru   list.List
 	bytes int
 	dirty []*stateEntry
+	// scratch is the key buffer of point reads.
+	scratch []byte
 }
 
 type stateRef struct {
@@ -68,7 +70,8 @@ func (m *stateManager) load(ctx context.Context, k weir.Key, name string, decode
 		}
 		return e.value, nil
 	}
-	b, ok, err := m.st.Get(ctx, store.States, tables.StateKey(m.comp, k, name))
+	m.scratch = tables.AppendStateKey(m.scratch[:0], m.comp, k, name) // Get keeps no key
+	b, ok, err := m.st.Get(ctx, store.States, m.scratch)
 	if err != nil {
 		return nil, fmt.Errorf("load state %s: %w", name, err)
 	}
@@ -110,8 +113,13 @@ func (m *stateManager) store(k weir.Key, name string, v any, empty bool, encode 
 
 // sync writes the dirty states into txn.
 func (m *stateManager) sync(txn *store.Txn) error {
+	// The epoch's keys share one block (the Txn keeps them until its
+	// commit; each key is capacity-limited, and the block is never reused).
+	block := make([]byte, 0, len(m.dirty)*(len(m.comp)+48))
 	for _, e := range m.dirty {
-		key := tables.StateKey(m.comp, e.key, e.ref.name)
+		start := len(block)
+		block = tables.AppendStateKey(block, m.comp, e.key, e.ref.name)
+		key := block[start:len(block):len(block)]
 		if e.empty {
 			txn.Delete(store.States, key)
 			m.resize(e, 0)

@@ -1,9 +1,11 @@
 package job
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/weir-stream/weir"
@@ -98,17 +100,53 @@ type emitted struct {
 	req     weir.TimerRequest
 }
 
-// collector implements weir.Output for one call.
+// collector implements weir.Output for one call. A job reuses one
+// collector for every call (weir.Output is valid only during the call):
+// outputs are appended to the epoch's shared emitted buffer.
 type collector struct {
 	job      *Job
 	key      weir.Key
 	defaults []*weir.Message
 	timer    *weir.Timer
-	allowed  map[*weir.Message]bool
-	out      []emitted
+	// allowed is built only when a call with many messages names parents
+	// (AddWithParents); a short call's parents are checked by a scan.
+	allowed map[*weir.Message]bool
+	out     *[]emitted
 	// err is the first output the collector refused: the call fails with
 	// it even if the code ignored the error (runUser).
 	err error
+}
+
+// reset prepares the collector for one call.
+func (c *collector) reset(key weir.Key, defaults []*weir.Message, timer *weir.Timer) {
+	c.key, c.defaults, c.timer, c.err = key, defaults, timer, nil
+	if c.allowed != nil {
+		clear(c.allowed)
+		c.allowed = nil
+	}
+}
+
+// scanLimit is the call size up to which a parent is looked up by a scan of
+// the call's messages rather than in a set.
+const scanLimit = 16
+
+// isInput reports whether p is a message of the current call.
+func (c *collector) isInput(p *weir.Message) bool {
+	if len(c.defaults) <= scanLimit {
+		for _, m := range c.defaults {
+			if m == p {
+				return true
+			}
+		}
+		return false
+	}
+	if c.allowed == nil {
+		c.allowed = make(map[*weir.Message]bool, len(c.defaults))
+		for _, m := range c.defaults {
+			c.allowed[m] = true
+		}
+	}
+	return c.allowed[p]
 }
 
 // refuse records the first refused output and returns err.
@@ -125,7 +163,7 @@ func (c *collector) Add(stream string, row weir.Row) error {
 
 func (c *collector) AddWithParents(stream string, row weir.Row, parents ...*weir.Message) error {
 	for _, p := range parents {
-		if !c.allowed[p] {
+		if !c.isInput(p) {
 			return c.refuse(fmt.Errorf("weir: output on %s names a parent that is not a message of the current call", stream))
 		}
 	}
@@ -147,7 +185,7 @@ func (c *collector) add(stream string, row weir.Row, parents []*weir.Message) er
 			return c.refuse(fmt.Errorf("weir: SwiftMap %s: output message has %d parents; merging requires allow_batching_with_relaxed_guarantees=true", c.job.comp.Name, len(parents)))
 		}
 	}
-	c.out = append(c.out, emitted{stream: stream, row: row, parents: parents, timer: c.timer, key: c.key})
+	*c.out = append(*c.out, emitted{stream: stream, row: row, parents: parents, timer: c.timer, key: c.key})
 	return nil
 }
 
@@ -161,121 +199,166 @@ func (c *collector) AddTimer(stream string, req weir.TimerRequest) error {
 	if req.Trigger.IsZero() {
 		return c.refuse(fmt.Errorf("weir: timer on %s has no trigger time", stream))
 	}
-	c.out = append(c.out, emitted{stream: stream, isTimer: true, req: req, key: c.key, parents: c.defaults, timer: c.timer})
+	*c.out = append(*c.out, emitted{stream: stream, isTimer: true, req: req, key: c.key, parents: c.defaults, timer: c.timer})
 	return nil
 }
 
 func (c *collector) Streams() []string { return c.job.comp.Outputs }
 
-// group is the work of one key in one epoch.
-type group struct {
-	key    weir.Key
+// callScratch holds what process reuses from epoch to epoch: the messages
+// sorted into key order, the emitted buffer, and the one Context and
+// Output every call gets (both are valid only during their call). What it
+// hands out (the emitted outputs and their parent slices) is used by the
+// rest of Decide and dropped before the next epoch's process.
+type callScratch struct {
+	sorted []*weir.Message
 	timers []*timerEntry
-	msgs   []*weir.Message
+	out    []emitted
+	cc     callContext
+	col    collector
+}
+
+// compareKeys orders keys as process calls them: by hash, then encoding.
+func compareKeys(a, b weir.Key) int {
+	if c := cmp.Compare(a.Hash, b.Hash); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Encoded, b.Encoded)
+}
+
+// compareInKey orders one key's messages as user code sees them: by
+// AlignmentTimestamp, then id (ids are unique among an epoch's fresh
+// inputs, so the order is total).
+func compareInKey(x, y *weir.Message) int {
+	if c := cmp.Compare(x.AlignmentTimestamp, y.AlignmentTimestamp); c != 0 {
+		return c
+	}
+	return strings.Compare(string(x.ID), string(y.ID))
 }
 
 // process runs user code for every key with fired timers or fresh
-// messages; each call goes through runUser (recover.go), which turns its
-// failure into a *UserCodeError naming the input.
+// messages, in key order (hash, then encoding), each key's timers first
+// (in firing order), then its messages by (AlignmentTimestamp, id); each
+// call goes through runUser (recover.go), which turns its failure into a
+// *UserCodeError naming the input.
+//
+// It works on the batch, not per message: one sort puts the messages in
+// call order, each key's messages are a sub-slice of it (no group map, no
+// per-message slices), and every call shares one Context, one Output and
+// one emitted buffer.
 func (j *Job) process(ctx context.Context, ts store.Timestamp, msgs []*weir.Message, fired []*timerEntry) ([]emitted, error) {
-	groups := map[string]*group{}
-	get := func(k weir.Key) *group {
-		g, ok := groups[k.Encoded]
-		if !ok {
-			g = &group{key: k}
-			groups[k.Encoded] = g
+	sc := &j.calls
+	clear(sc.sorted)
+	clear(sc.timers)
+	clear(sc.out)
+	sc.sorted = append(sc.sorted[:0], msgs...)
+	slices.SortFunc(sc.sorted, func(x, y *weir.Message) int {
+		if c := compareKeys(x.Key, y.Key); c != 0 {
+			return c
 		}
-		return g
-	}
-	for _, t := range fired {
-		g := get(t.key)
-		g.timers = append(g.timers, t)
-	}
-	for _, m := range msgs {
-		g := get(m.Key)
-		g.msgs = append(g.msgs, m)
-	}
-	order := make([]*group, 0, len(groups))
-	for _, g := range groups {
-		order = append(order, g)
-	}
-	sort.Slice(order, func(a, b int) bool {
-		if order[a].key.Hash != order[b].key.Hash {
-			return order[a].key.Hash < order[b].key.Hash
-		}
-		return order[a].key.Encoded < order[b].key.Encoded
+		return compareInKey(x, y)
 	})
-	var out []emitted
+	sc.timers = append(sc.timers[:0], fired...)
+	slices.SortStableFunc(sc.timers, func(x, y *timerEntry) int { return compareKeys(x.key, y.key) })
+	sc.out = sc.out[:0]
 	code := j.comp.Code
-	for _, g := range order {
-		cc := &callContext{ctx: ctx, job: j, key: g.key, now: ts, eventWM: j.eventWM}
-		for _, t := range g.timers {
-			col := &collector{job: j, key: g.key, timer: &t.t}
+	cc, col := &sc.cc, &sc.col
+	col.job, col.out = j, &sc.out
+	ms, ts0 := sc.sorted, sc.timers
+	for len(ms) > 0 || len(ts0) > 0 {
+		// The next key: the smaller of the next timer's and message's.
+		var key weir.Key
+		switch {
+		case len(ts0) == 0:
+			key = ms[0].Key
+		case len(ms) == 0:
+			key = ts0[0].key
+		case compareKeys(ts0[0].key, ms[0].Key) <= 0:
+			key = ts0[0].key
+		default:
+			key = ms[0].Key
+		}
+		nt := 0
+		for nt < len(ts0) && compareKeys(ts0[nt].key, key) == 0 {
+			nt++
+		}
+		nm := 0
+		for nm < len(ms) && compareKeys(ms[nm].Key, key) == 0 {
+			nm++
+		}
+		timers, group := ts0[:nt:nt], ms[:nm:nm]
+		ts0, ms = ts0[nt:], ms[nm:]
+		*cc = callContext{ctx: ctx, job: j, key: key, now: ts, eventWM: j.eventWM}
+		for _, t := range timers {
+			col.reset(key, nil, &t.t)
 			if err := j.runUser(userCall{timer: &t.t}, col, func() error { return code.OnTimer(cc, &t.t, col) }); err != nil {
 				return nil, err
 			}
-			out = append(out, col.out...)
 		}
-		if cc.err != nil {
-			return nil, cc.err
-		}
-		if len(g.msgs) == 0 {
-			continue
-		}
-		sort.SliceStable(g.msgs, func(a, b int) bool {
-			x, y := g.msgs[a], g.msgs[b]
-			if x.AlignmentTimestamp != y.AlignmentTimestamp {
-				return x.AlignmentTimestamp < y.AlignmentTimestamp
-			}
-			return x.ID < y.ID
-		})
-		if code.OnMessages != nil {
-			col := &collector{job: j, key: g.key, defaults: g.msgs, allowed: allowedSet(g.msgs)}
-			if err := j.runUser(userCall{msgs: g.msgs}, col, func() error { return code.OnMessages(cc, g.msgs, col) }); err != nil {
+		if len(group) > 0 && code.OnMessages != nil {
+			col.reset(key, group, nil)
+			if err := j.runUser(userCall{msgs: group}, col, func() error { return code.OnMessages(cc, group, col) }); err != nil {
 				return nil, err
 			}
-			out = append(out, col.out...)
-		} else {
-			for _, m := range g.msgs {
-				one := []*weir.Message{m}
-				col := &collector{job: j, key: g.key, defaults: one, allowed: allowedSet(one)}
+		} else if len(group) > 0 {
+			for i, m := range group {
+				one := group[i : i+1 : i+1]
+				col.reset(key, one, nil)
 				if err := j.runUser(userCall{msgs: one}, col, func() error { return code.OnMessage(cc, m, col) }); err != nil {
 					return nil, err
 				}
-				out = append(out, col.out...)
 			}
 		}
 		if cc.err != nil {
 			return nil, cc.err
 		}
 	}
-	return out, nil
+	return sc.out, nil
 }
 
-func allowedSet(msgs []*weir.Message) map[*weir.Message]bool {
-	s := make(map[*weir.Message]bool, len(msgs))
-	for _, m := range msgs {
-		s[m] = true
-	}
-	return s
+// idCounter names a sequence of output indexes within one epoch: per
+// stream for Transform outputs and timers, per (parent id, stream) for
+// Swift outputs.
+type idCounter struct {
+	base   msgid.ID
+	stream string
+	timer  bool
 }
 
 // materialize assigns ids and meta to emitted outputs and registers timers.
 // Transform outputs get ordered ids from the epoch timestamp; SwiftMap
 // outputs inherit their parent's id (or a merged id of several parents).
+//
+// The epoch's output messages are allocated together, and their ids are
+// built in one buffer that becomes one string: two allocations for the
+// batch instead of two per output. (An output kept in the outbox keeps its
+// epoch's block alive; that is bounded by the epoch's size.)
 func (j *Job) materialize(ts store.Timestamp, emits []emitted) ([]*weir.Message, [][]*weir.Message, error) {
-	var outs []*weir.Message
-	var lineage [][]*weir.Message
-	index := map[string]uint64{}
+	if j.idIndex == nil {
+		j.idIndex = map[idCounter]uint64{}
+	}
+	index := j.idIndex
+	clear(index)
+	n := 0
+	for _, e := range emits {
+		if !e.isTimer {
+			n++
+		}
+	}
+	slab := make([]weir.Message, n)
+	outs := make([]*weir.Message, 0, n)
+	lineage := make([][]*weir.Message, 0, n)
+	buf := j.idBuf[:0]
+	ends := j.idEnds[:0]
 	for _, e := range emits {
 		if e.isTimer {
 			ev := e.req.EventTimestamp
 			if ev.IsZero() {
 				ev = e.req.Trigger
 			}
-			n := index["\x00timer\x00"+e.stream]
-			index["\x00timer\x00"+e.stream]++
-			id := msgid.Ordered(uint64(ts), e.stream, n)
+			c := idCounter{stream: e.stream, timer: true}
+			id := msgid.Ordered(uint64(ts), e.stream, index[c])
+			index[c]++
 			if err := j.timers.add(&timerEntry{key: e.key, t: weir.Timer{
 				ID: id, Stream: e.stream, Key: e.key, TriggerTimestamp: e.req.Trigger,
 				EventTimestamp: ev, SystemTimestamp: ts,
@@ -284,29 +367,61 @@ func (j *Job) materialize(ts store.Timestamp, emits []emitted) ([]*weir.Message,
 			}
 			continue
 		}
-		m := &weir.Message{Stream: e.stream, Payload: e.row}
+		m := &slab[len(outs)]
+		m.Stream, m.Payload = e.stream, e.row
 		if j.comp.Swift() {
-			if err := inheritMeta(m, e.parents, index); err != nil {
+			var err error
+			if buf, err = inheritMeta(buf, m, e.parents, index); err != nil {
 				return nil, nil, fmt.Errorf("computation %s: %w", j.comp.Name, err)
 			}
 		} else {
-			n := index[e.stream]
-			index[e.stream]++
-			m.ID = msgid.Ordered(uint64(ts), e.stream, n)
+			c := idCounter{stream: e.stream}
+			buf = msgid.AppendOrdered(buf, uint64(ts), e.stream, index[c])
+			index[c]++
 			m.SystemTimestamp, m.AlignmentTimestamp = ts, ts
 			m.EventTimestamp = minEventTime(e.parents)
 			if e.timer != nil && m.EventTimestamp.IsZero() {
 				m.EventTimestamp = e.timer.EventTimestamp
 			}
 		}
+		ends = append(ends, len(buf))
 		outs = append(outs, m)
 		lineage = append(lineage, e.parents)
 	}
+	all := string(buf)
+	from := 0
+	for i, m := range outs {
+		m.ID = msgid.ID(all[from:ends[i]])
+		from = ends[i]
+	}
+	j.idBuf, j.idEnds = buf[:0], ends[:0]
 	return outs, lineage, nil
 }
 
-// inheritMeta gives a Swift output its deterministic id and timestamps.
-func inheritMeta(m *weir.Message, parents []*weir.Message, index map[string]uint64) error {
+// sortByID orders a Swift source's outputs (and their lineage, index-aligned)
+// by id, which is their records' order: user code sees a source's messages
+// by (AlignmentTimestamp, id), and write times need not follow offsets, but
+// its channels are ordered (orderedSender) only if it offers every epoch's
+// outputs in id order.
+func sortByID(outs []*weir.Message, lineage [][]*weir.Message) {
+	if slices.IsSortedFunc(outs, func(x, y *weir.Message) int { return strings.Compare(string(x.ID), string(y.ID)) }) {
+		return
+	}
+	perm := make([]int, len(outs))
+	for i := range perm {
+		perm[i] = i
+	}
+	slices.SortStableFunc(perm, func(a, b int) int { return strings.Compare(string(outs[a].ID), string(outs[b].ID)) })
+	o := slices.Clone(outs)
+	l := slices.Clone(lineage)
+	for i, p := range perm {
+		outs[i], lineage[i] = o[p], l[p]
+	}
+}
+
+// inheritMeta gives a Swift output its deterministic id (appended to buf)
+// and timestamps.
+func inheritMeta(buf []byte, m *weir.Message, parents []*weir.Message, index map[idCounter]uint64) ([]byte, error) {
 	var base msgid.ID
 	if len(parents) == 1 {
 		p := parents[0]
@@ -319,7 +434,7 @@ func inheritMeta(m *weir.Message, parents []*weir.Message, index map[string]uint
 		}
 		var err error
 		if base, err = msgid.Merged(pids); err != nil {
-			return err
+			return buf, err
 		}
 		// SystemTimestamp = max over parents, so the receiver's watermark
 		// filter never drops the merged message; the others are the minimum.
@@ -330,11 +445,10 @@ func inheritMeta(m *weir.Message, parents []*weir.Message, index map[string]uint
 			m.AlignmentTimestamp = min(m.AlignmentTimestamp, p.AlignmentTimestamp)
 		}
 	}
-	k := string(base) + "\x00" + m.Stream
-	n := index[k]
-	index[k]++
-	m.ID = msgid.Inherited(base, m.Stream, n)
-	return nil
+	c := idCounter{base: base, stream: m.Stream}
+	buf = msgid.AppendInherited(buf, base, m.Stream, index[c])
+	index[c]++
+	return buf, nil
 }
 
 func minEventTime(msgs []*weir.Message) time.Time {

@@ -276,7 +276,15 @@ func (p *Plan) Upstream(c *CompPlan) []*CompPlan {
 // a valid key part): grouping rows that lack the key under one shared key
 // would silently merge them.
 func (c *CompPlan) KeyOf(payload weir.Row) (weir.Key, error) {
-	vals := make([]any, len(c.GroupBy))
+	// Stack buffers for the usual few short columns: the key's string is
+	// its one allocation.
+	var valBuf [4]any
+	var encBuf [64]byte
+	vals := valBuf[:0]
+	if len(c.GroupBy) > len(valBuf) {
+		vals = make([]any, 0, len(c.GroupBy))
+	}
+	vals = vals[:len(c.GroupBy)]
 	for i, col := range c.GroupBy {
 		v, ok := payload[col]
 		if !ok {
@@ -284,7 +292,7 @@ func (c *CompPlan) KeyOf(payload weir.Row) (weir.Key, error) {
 		}
 		vals[i] = v
 	}
-	enc, err := codec.AppendKey(nil, vals...)
+	enc, err := codec.AppendKey(encBuf[:0], vals...)
 	if err != nil {
 		return weir.Key{}, fmt.Errorf("computation %s: group_by key: %w", c.Name, err)
 	}

@@ -7,7 +7,9 @@
 package tables
 
 import (
+	"encoding/binary"
 	"hash/fnv"
+	"strings"
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/internal/codec"
@@ -25,6 +27,8 @@ import (
 //	compact_input_messages comp 0x00 stream 0x00 BE64(system ts) hash128(messageID) → (empty)
 //	partition_output_messages partition 0x00 messageID                             → output record
 //	partition_states       partition 0x00 name                                      → bytes
+//	flow_state (frontiers) "dedup_frontier" 0x00 comp 0x00 stream 0x00 sender 0x00
+//	                       BE64(lo) BE64(hi) toEnd                                  → highest processed id
 //	partition_transactions partition                                                → BE64(epoch timestamp)
 //
 // Dedup rows are ordered by the message's SystemTimestamp (a re-sent message
@@ -44,10 +48,17 @@ func keyedPrefix(comp string, hash uint64) []byte {
 }
 
 func StateKey(comp string, k weir.Key, name string) []byte {
-	b := keyedPrefix(comp, k.Hash)
-	b = append(b, k.Encoded...)
-	b = append(b, 0)
-	return append(b, name...)
+	return AppendStateKey(make([]byte, 0, len(comp)+1+8+len(k.Encoded)+1+len(name)), comp, k, name)
+}
+
+// AppendStateKey appends StateKey(comp, k, name) to dst.
+func AppendStateKey(dst []byte, comp string, k weir.Key, name string) []byte {
+	dst = append(dst, comp...)
+	dst = append(dst, 0)
+	dst = codec.AppendUint64BE(dst, k.Hash)
+	dst = append(dst, k.Encoded...)
+	dst = append(dst, 0)
+	return append(dst, name...)
 }
 
 func TimerKey(comp string, k weir.Key, id msgid.ID) []byte {
@@ -100,6 +111,68 @@ func OutboxKey(partition string, id msgid.ID) []byte {
 
 func PartitionStateKey(partition, name string) []byte {
 	return append(ownerPrefix(partition), name...)
+}
+
+// FrontierRange is the key-hash range of the receiving partition a dedup
+// frontier belongs to: [Lo, Hi), or [Lo, end of the hash space) with ToEnd.
+type FrontierRange struct {
+	Lo, Hi uint64
+	ToEnd  bool
+}
+
+// Contains reports whether hash lies in r.
+func (r FrontierRange) Contains(hash uint64) bool {
+	return hash >= r.Lo && (r.ToEnd || hash < r.Hi)
+}
+
+// frontierPrefix starts every flow_state key of a dedup frontier.
+const frontierPrefix = "dedup_frontier\x00"
+
+// FrontierPrefix is the flow_state key prefix of every dedup frontier of
+// computation comp (job/dedup.go).
+func FrontierPrefix(comp string) []byte {
+	return []byte(frontierPrefix + comp + "\x00")
+}
+
+// FrontierKey is the flow_state key of computation comp's dedup frontier
+// for stream's messages from sender into the partition of key range r.
+func FrontierKey(comp, stream, sender string, r FrontierRange) []byte {
+	b := FrontierPrefix(comp)
+	b = append(b, stream...)
+	b = append(b, 0)
+	b = append(b, sender...)
+	b = append(b, 0)
+	b = codec.AppendUint64BE(b, r.Lo)
+	b = codec.AppendUint64BE(b, r.Hi)
+	if r.ToEnd {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+// ParseFrontierKey splits a key of FrontierPrefix(comp) into its stream,
+// sender and range.
+func ParseFrontierKey(comp string, key []byte) (stream, sender string, r FrontierRange, ok bool) {
+	p := FrontierPrefix(comp)
+	const tail = 1 + 8 + 8 + 1 // 0x00, BE64 lo, BE64 hi, toEnd
+	if len(key) < len(p)+1+tail || string(key[:len(p)]) != string(p) || key[len(key)-tail] != 0 {
+		return "", "", r, false
+	}
+	names := string(key[len(p) : len(key)-tail])
+	stream, sender, ok = strings.Cut(names, "\x00")
+	if !ok || stream == "" || sender == "" || strings.IndexByte(sender, 0) >= 0 {
+		return "", "", r, false
+	}
+	t := key[len(key)-tail+1:]
+	r.Lo, r.Hi = binary.BigEndian.Uint64(t[:8]), binary.BigEndian.Uint64(t[8:16])
+	switch t[16] {
+	case 0:
+	case 1:
+		r.ToEnd = true
+	default:
+		return "", "", r, false
+	}
+	return stream, sender, r, true
 }
 
 func PrefixEnd(p []byte) []byte {

@@ -56,38 +56,44 @@ func (h *Hub) box(p PartitionID) *mailbox {
 // while they check their generation and insert; RegisterSender write-holds
 // it to bump the generation.
 type senderFence struct {
-	mu  sync.RWMutex
-	gen uint64
+	mu        sync.RWMutex
+	gen       uint64
+	partition PartitionID // set at creation, never changed
 }
 
 // RegisterSender makes the caller the sender of partition p and returns its
 // token. It returns after every offer made under an earlier token of p has
 // finished; from then on those tokens are fenced. A job registers once its
 // lease is proven (its first commit succeeded), before it offers anything.
-func (h *Hub) RegisterSender(p PartitionID) SenderToken {
+// ordered is the sender's promise that its channels are ordered (see
+// Delivery): every offer under the token is delivered with it.
+func (h *Hub) RegisterSender(p PartitionID, ordered bool) SenderToken {
 	h.mu.Lock()
 	f, ok := h.fences[p]
 	if !ok {
-		f = &senderFence{}
+		f = &senderFence{partition: p}
 		h.fences[p] = f
 	}
 	h.mu.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.gen++
-	return SenderToken{fence: f, gen: f.gen}
+	return SenderToken{fence: f, gen: f.gen, ordered: ordered}
 }
 
 // Offer implements Sender.
 func (h *Hub) Offer(from SenderToken, p PartitionID, msg *weir.Message, size int, ack AckFunc, maybeDup bool) bool {
+	var src PartitionID
+	ordered := false
 	if f := from.fence; f != nil {
 		f.mu.RLock()
 		defer f.mu.RUnlock()
 		if f.gen != from.gen {
 			return true // a zombie's offer: dropped, never acknowledged
 		}
+		src, ordered = f.partition, from.ordered
 	}
-	return h.box(p).offer(msg, size, ack, maybeDup)
+	return h.box(p).offer(msg, size, ack, maybeDup, src, ordered)
 }
 
 // Ready implements Sender.
@@ -134,6 +140,9 @@ type entry struct {
 	maybeDup bool
 	// redeliver: a Faults duplicate of it follows its acknowledgement.
 	redeliver bool
+	// from and ordered: the newest offer's sender (Delivery).
+	from    PartitionID
+	ordered bool
 }
 
 // mailbox keeps entries in arrival order; acknowledged entries are removed
@@ -173,18 +182,19 @@ func (b *mailbox) resetFetched() {
 	b.cursor = 0
 }
 
-func (b *mailbox) offer(msg *weir.Message, size int, ack AckFunc, maybeDup bool) bool {
+func (b *mailbox) offer(msg *weir.Message, size int, ack AckFunc, maybeDup bool, from PartitionID, ordered bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if e, ok := b.byID[msg.ID]; ok {
 		e.ack = ack
 		e.maybeDup = e.maybeDup || maybeDup
+		e.from, e.ordered = from, ordered
 		return true
 	}
 	if b.bytes > 0 && b.bytes+size > b.limit {
 		return false
 	}
-	e := &entry{msg: msg, size: size, ack: ack, maybeDup: maybeDup}
+	e := &entry{msg: msg, size: size, ack: ack, maybeDup: maybeDup, from: from, ordered: ordered}
 	if b.faults != nil {
 		e.redeliver = b.faults.Redeliver(b.partition, msg.ID)
 	}
@@ -217,7 +227,7 @@ func (a *attachment) Fetch(maxRows, maxBytes int) []Delivery {
 				break
 			}
 			e.fetched = true
-			out = append(out, Delivery{Msg: e.msg, MaybeDuplicate: e.maybeDup})
+			out = append(out, Delivery{Msg: e.msg, MaybeDuplicate: e.maybeDup, From: e.from, Ordered: e.ordered})
 			bytes += e.size
 		}
 		b.cursor++
@@ -227,7 +237,11 @@ func (a *attachment) Fetch(maxRows, maxBytes int) []Delivery {
 
 func (a *attachment) Ack(ids ...msgid.ID) {
 	b := a.box
-	var acks []func()
+	type hook struct {
+		ack AckFunc
+		id  msgid.ID
+	}
+	var acks []hook
 	b.mu.Lock()
 	for _, id := range ids {
 		e, ok := b.byID[id]
@@ -241,8 +255,10 @@ func (a *attachment) Ack(ids ...msgid.ID) {
 		delete(b.byID, id)
 		b.bytes -= e.size
 		if e.ack != nil {
-			ack, id := e.ack, id
-			acks = append(acks, func() { ack(id) })
+			if acks == nil {
+				acks = make([]hook, 0, len(ids))
+			}
+			acks = append(acks, hook{e.ack, id})
 		}
 		if e.redeliver {
 			b.redeliver(e)
@@ -264,8 +280,8 @@ func (a *attachment) Ack(ids ...msgid.ID) {
 		signal(b.room)
 	}
 	b.mu.Unlock()
-	for _, f := range acks {
-		f()
+	for _, h := range acks {
+		h.ack(h.id)
 	}
 }
 

@@ -11,10 +11,23 @@
 //     re-sent with the same id after the sender restarts.
 //   - A receiver acknowledges a message only after the commit that recorded
 //     its processing is durable (or immediately, if its dedup says it was
-//     already processed). The receiver deduplicates by message id.
+//     already processed). The receiver deduplicates by message id. An
+//     acknowledgement may reach the sender more than once (a network
+//     transport re-sends one whose delivery it cannot confirm); the sender
+//     counts each receiving partition's acknowledgement of a message once
+//     (each offer's AckFunc identifies its destination to the sender).
 //   - Buffers are bounded in bytes: when a receiving partition's buffer is
 //     full, Offer refuses and the sender keeps the message, so a slow
 //     receiver slows its senders (backpressure).
+//   - Channel order: the messages one sending partition offers to one
+//     receiving partition are delivered in the order they were offered; an
+//     offer of an id that is already buffered keeps the buffered copy's
+//     place. Every delivery names its sending partition (Delivery.From), and
+//     whether that sender is ordered (Delivery.Ordered): it offers, on each
+//     stream, strictly increasing ids to each receiving partition, in every
+//     life, re-sends of earlier ids aside. For an ordered channel a receiver
+//     may deduplicate by a frontier — the highest id it processed from that
+//     sender on that stream — instead of remembering every id.
 //
 // The in-process implementation (Hub) serves the embedded engine; a network
 // implementation for the distributed mode implements the same behaviour.
@@ -50,9 +63,16 @@ type Envelope struct {
 // restarted sender reloaded from its outbox, Swift outputs recomputed from
 // re-delivered inputs, messages an earlier attachment fetched — is
 // MaybeDuplicate and must be looked up.
+//
+// From is the partition that offered the message (empty for an unfenced
+// offer under the zero SenderToken); Ordered says that sender's channels
+// are ordered (see the package comment). Both describe the newest offer of
+// the id.
 type Delivery struct {
 	Msg            *weir.Message
 	MaybeDuplicate bool
+	From           PartitionID
+	Ordered        bool
 }
 
 // SenderToken identifies the job currently sending for a partition. The
@@ -63,9 +83,25 @@ type Delivery struct {
 // its replacement is already re-sending (which the receiver, seeing it
 // unmarked, would process twice) nor take over the acknowledgement hook of
 // its replacement's message. The zero token is unfenced (tests and tools).
+//
+// A token also names its partition and whether the sender is ordered
+// (RegisterSender): deliveries of its offers carry both.
 type SenderToken struct {
-	fence *senderFence
-	gen   uint64
+	fence   *senderFence
+	gen     uint64
+	ordered bool
+}
+
+// Ordered reports whether the token was registered as an ordered sender.
+func (t SenderToken) Ordered() bool { return t.ordered }
+
+// Partition is the sending partition the token was registered for ("" for
+// the zero token).
+func (t SenderToken) Partition() PartitionID {
+	if t.fence == nil {
+		return ""
+	}
+	return t.fence.partition
 }
 
 // Sender offers messages to receiving partitions.

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -83,6 +84,29 @@ func writeEvents(t *testing.T, dir string, n, keys int, seed uint64, want map[st
 }
 
 func exampleSpec(name string) string { return filepath.Join("..", "..", "examples", name, "spec.yson") }
+
+// smallEpochSpec writes a variant of example name into dir whose
+// computations take at most 20 rows per epoch, and returns its path: a run
+// of a few thousand events then lasts long enough to be SIGKILLed while it
+// works (with the example's 1,000-row epochs it ends in a fraction of a
+// second).
+func smallEpochSpec(t *testing.T, dir, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(exampleSpec(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`("computation_class_name" = "[A-Za-z]+";)`)
+	variant := re.ReplaceAllString(string(b), `$1 "max_rows_per_batch" = 20;`)
+	if variant == string(b) {
+		t.Fatalf("example %s: no computation to give small epochs", name)
+	}
+	path := filepath.Join(dir, "small-epochs.yson")
+	if err := os.WriteFile(path, []byte(variant), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
 
 // runKilled runs 'weir run' and SIGKILLs it after a random delay, again and
 // again, until a run exits 0 by itself. It returns the number of kills.
@@ -173,8 +197,11 @@ func TestKillAndRerunExactlyOnce(t *testing.T) {
 	for i, name := range []string{"counter", "counter-async"} {
 		t.Run(name, func(t *testing.T) {
 			dir, want := setup(t, 20000, 200, uint64(i))
-			kills := runKilled(t, dir, exampleSpec(name), uint64(i), 6)
+			kills := runKilled(t, dir, smallEpochSpec(t, dir, name), uint64(i), 6)
 			t.Logf("%d SIGKILLs before completion", kills)
+			if kills == 0 {
+				t.Errorf("no SIGKILL landed before the run completed: the test proves nothing")
+			}
 			checkExact(t, readCounts(t, dir), want)
 		})
 	}
@@ -183,7 +210,7 @@ func TestKillAndRerunExactlyOnce(t *testing.T) {
 // TestAtLeastOnceExample: counter-alo under SIGKILLs never loses a count.
 func TestAtLeastOnceExample(t *testing.T) {
 	dir, want := setup(t, 20000, 100, 9)
-	runKilled(t, dir, exampleSpec("counter-alo"), 9, 4)
+	runKilled(t, dir, smallEpochSpec(t, dir, "counter-alo"), 9, 4)
 	got := readCounts(t, dir)
 	extra := 0
 	for k, n := range want {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/store"
 )
@@ -226,11 +227,24 @@ type syncWriter struct {
 }
 
 func (w syncWriter) Write(_ context.Context, txn *store.Txn, msgs []*weir.Message) error {
+	// One buffer for the epoch's rows (see Queue.encodeRow).
+	buf := make([]byte, 0, 64*len(msgs))
 	for _, m := range msgs {
-		p := PartitionOf(m.Payload, w.key, w.q.partitions, []byte(m.ID))
-		if err := w.q.Append(txn, p, m.Payload); err != nil {
+		// PartitionOf, without converting the id unless the row has no key.
+		h, ok := keyHash(m.Payload, w.key)
+		if !ok {
+			h = codec.Hash64([]byte(m.ID))
+		}
+		p := int(h % uint64(w.q.partitions))
+		if err := w.q.checkPartition(p); err != nil {
 			return fmt.Errorf("message %s: %w", m.ID, err)
 		}
+		var v []byte
+		var err error
+		if buf, v, err = w.q.encodeRow(buf, m.Payload); err != nil {
+			return fmt.Errorf("message %s: queue %s: %w", m.ID, w.q.name, err)
+		}
+		txn.Append(store.QueueRows, w.q.rowPrefix(p), v)
 	}
 	return nil
 }

@@ -37,6 +37,16 @@ type Queue struct {
 	st         store.Store
 	name       string
 	partitions int
+	// prefixes holds each partition's row key prefix, built once.
+	prefixes [][]byte
+}
+
+func newQueue(st store.Store, name string, n int) *Queue {
+	q := &Queue{st: st, name: name, partitions: n}
+	for p := 0; p < n; p++ {
+		q.prefixes = append(q.prefixes, q.makeRowPrefix(p))
+	}
+	return q
 }
 
 // Column names the queue adds to rows it returns.
@@ -91,7 +101,7 @@ func Create(ctx context.Context, st store.Store, name string, n int) (*Queue, er
 		}
 		return nil, fmt.Errorf("create queue %s: %w", name, err)
 	}
-	return &Queue{st: st, name: name, partitions: n}, nil
+	return newQueue(st, name, n), nil
 }
 
 // Open opens an existing queue.
@@ -107,7 +117,7 @@ func Open(ctx context.Context, st store.Store, name string) (*Queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue %s: %w", name, err)
 	}
-	return &Queue{st: st, name: name, partitions: n}, nil
+	return newQueue(st, name, n), nil
 }
 
 // List returns the names of all queues with their partition counts.
@@ -146,6 +156,13 @@ func (q *Queue) checkPartition(p int) error {
 }
 
 func (q *Queue) rowPrefix(p int) []byte {
+	if p >= 0 && p < len(q.prefixes) {
+		return q.prefixes[p] // never modified: a Txn may keep it
+	}
+	return q.makeRowPrefix(p)
+}
+
+func (q *Queue) makeRowPrefix(p int) []byte {
 	b := make([]byte, 0, len(q.name)+5)
 	b = append(b, q.name...)
 	b = append(b, 0)
@@ -159,18 +176,33 @@ func (q *Queue) Append(txn *store.Txn, p int, rows ...weir.Row) error {
 		return err
 	}
 	vals := make([][]byte, 0, len(rows))
+	var buf []byte
 	for i, r := range rows {
-		if err := checkUserColumns(r); err != nil {
+		var v []byte
+		var err error
+		if buf, v, err = q.encodeRow(buf, r); err != nil {
 			return fmt.Errorf("queue %s: row %d: %w", q.name, i, err)
 		}
-		b, err := codec.AppendRow(nil, r)
-		if err != nil {
-			return fmt.Errorf("queue %s: row %d: %w", q.name, i, err)
-		}
-		vals = append(vals, b)
+		vals = append(vals, v)
 	}
 	txn.Append(store.QueueRows, q.rowPrefix(p), vals...)
 	return nil
+}
+
+// encodeRow appends r's encoding to buf and returns the grown buffer and
+// the row's own slice of it (capacity-limited: later rows never write into
+// it, and a Txn may keep it until its commit). Rows encoded into one buffer
+// share its few allocations.
+func (q *Queue) encodeRow(buf []byte, r weir.Row) ([]byte, []byte, error) {
+	if err := checkUserColumns(r); err != nil {
+		return buf, nil, err
+	}
+	start := len(buf)
+	buf, err := codec.AppendRow(buf, r)
+	if err != nil {
+		return buf[:start], nil, err
+	}
+	return buf, buf[start:len(buf):len(buf)], nil
 }
 
 // checkUserColumns rejects rows that set the queue's own columns.
@@ -353,11 +385,20 @@ func decodeMeta(v []byte) (int, error) {
 // column when present, else by fallback (for example a message id), so the
 // same row always lands in the same partition.
 func PartitionOf(row weir.Row, keyColumn string, n int, fallback []byte) int {
-	b := fallback
+	if h, ok := keyHash(row, keyColumn); ok {
+		return int(h % uint64(n))
+	}
+	return int(codec.Hash64(fallback) % uint64(n))
+}
+
+// keyHash is the hash of row's key column, if it has one that encodes as
+// a key.
+func keyHash(row weir.Row, keyColumn string) (uint64, bool) {
+	var buf [64]byte // the usual short key is encoded on the stack
 	if v, ok := row[keyColumn]; ok && v != nil {
-		if k, err := codec.AppendKey(nil, v); err == nil {
-			b = k
+		if k, err := codec.AppendKey(buf[:0], v); err == nil {
+			return codec.Hash64(k), true
 		}
 	}
-	return int(codec.Hash64(b) % uint64(n))
+	return 0, false
 }

@@ -40,6 +40,12 @@ func TestCheckersCatchSabotage(t *testing.T) {
 		}, []string{"C4", "C2"}},
 		{"duplicate-output", sabotageDuplicateOutput, func() Scenario { return base(33) }, []string{"C1"}},
 		{"lose-output", sabotageLoseOutput, func() Scenario { return base(34) }, []string{"C1", "C3"}},
+		{"drop-frontier-writes", sabotageDropFrontierWrites, func() Scenario {
+			sc := base(35)
+			sc.Faults = FaultSet{Crash: true}
+			sc.CrashProb, sc.CrashBudget = 0.05, 20
+			return sc
+		}, []string{"C1"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -264,6 +265,10 @@ func (f *faultStore) Commit(ctx context.Context, txn *store.Txn) (err error) {
 		txn = rebuild(txn, false, func(store.Mutation) bool { return true })
 	case s.opts.sabotage == sabotageDropStateWrites:
 		txn = rebuild(txn, true, func(m store.Mutation) bool { return m.Table != store.States && m.Table != store.ExternalStates })
+	case s.opts.sabotage == sabotageDropFrontierWrites:
+		txn = rebuild(txn, true, func(m store.Mutation) bool {
+			return m.Table != store.FlowState || !bytes.HasPrefix(m.Key, []byte("dedup_frontier\x00"))
+		})
 	}
 	err = f.Store.Commit(ctx, txn)
 	if zombie && err == nil {

@@ -62,6 +62,11 @@ const (
 	// sabotageLoseOutput deletes the first output row of partition 0
 	// before the final check (C1 lost, C3 vanished).
 	sabotageLoseOutput
+	// sabotageDropFrontierWrites drops the dedup frontiers from epoch
+	// commits: a restarted Counter no longer knows what it processed from
+	// its ordered channels and processes re-sent inputs again (C1
+	// duplicated).
+	sabotageDropFrontierWrites
 )
 
 // Result is what one seed's run found.

@@ -16,7 +16,7 @@ import (
 // expire is set: pings of the frozen job's lease are dropped), then resumes
 // the frozen job. Its commit must fail with a lease-lost error, and the
 // pipeline's output must still be exact.
-func zombieRun(t *testing.T, p transport.PartitionID, expire bool, base Options) {
+func zombieRun(t *testing.T, p transport.PartitionID, expire bool, base Options) *Harness {
 	ctx := context.Background()
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	freezer := NewFreezer(p, job.CrashBeforeCommit)
@@ -94,6 +94,7 @@ func zombieRun(t *testing.T, p transport.PartitionID, expire bool, base Options)
 		}
 	}
 	t.Logf("zombie commits attempted %d, accepted %d; controller %+v", attempts, accepted, h.Ctl.Stats())
+	return h
 }
 
 // TestZombieAbortedLease: a job stalls before its commit, the controller

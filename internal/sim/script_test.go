@@ -289,6 +289,9 @@ func run(t *testing.T, s *Sim, d *datadriven.TestData) string {
 		comp := string(part())
 		n := s.count(t, store.InputMessages, []byte(comp+"\x00")) + s.count(t, store.CompactInputMessages, []byte(comp+"\x00"))
 		s.printf("%s dedup rows: %d\n", comp, n)
+		for _, f := range s.frontiers(t, comp) {
+			s.printf("%s frontier %s\n", comp, f)
+		}
 	case "mailbox":
 		s.printf("%s mailbox: %d unacknowledged\n", part(), s.Hub.Pending(part()))
 	case "controls":
@@ -377,4 +380,26 @@ func dur(t *testing.T, s string) time.Duration {
 		t.Fatalf("not a duration: %q", s)
 	}
 	return d
+}
+
+// frontiers lists comp's dedup frontiers: stream, sender, key range and id.
+func (s *Sim) frontiers(t *testing.T, comp string) []string {
+	p := tables.FrontierPrefix(comp)
+	var out []string
+	err := s.Store.Scan(context.Background(), store.Range{Table: store.FlowState, Lo: p, Hi: tables.PrefixEnd(p)}, func(k, v []byte) bool {
+		stream, from, r, ok := tables.ParseFrontierKey(comp, k)
+		if !ok {
+			t.Fatalf("malformed frontier key %q", k)
+		}
+		rng := fmt.Sprintf("[%016x, %016x)", r.Lo, r.Hi)
+		if r.ToEnd {
+			rng = fmt.Sprintf("[%016x, end)", r.Lo)
+		}
+		out = append(out, fmt.Sprintf("%s from %s, keys %s: %s", stream, from, rng, v))
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -53,10 +53,14 @@ const layoutVersion = 1
 
 // rowKey returns the Pebble key of key in table.
 func rowKey(table store.Table, key []byte) []byte {
-	k := make([]byte, 0, len(table)+1+len(key))
-	k = append(k, table...)
-	k = append(k, tableSep)
-	return append(k, key...)
+	return appendRowKey(make([]byte, 0, len(table)+1+len(key)), table, key)
+}
+
+// appendRowKey appends rowKey(table, key) to dst.
+func appendRowKey(dst []byte, table store.Table, key []byte) []byte {
+	dst = append(dst, table...)
+	dst = append(dst, tableSep)
+	return append(dst, key...)
 }
 
 // tableBounds returns the Pebble range [lo, hi) for the user-key range

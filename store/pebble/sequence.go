@@ -48,23 +48,20 @@ func (q *sequences) get(key string) *sequence {
 	return s
 }
 
-// seqKey names a sequence: the row-key prefix of its rows.
-func seqKey(table store.Table, prefix []byte) string {
-	return string(rowKey(table, prefix))
-}
-
 // lockSequences locks the sequences txn appends to, in key order (the
 // order that prevents deadlocks between commits), loads their tails, and
 // returns them keyed by sequence with an unlock function.
 func (s *Store) lockSequences(txn *store.Txn) (map[string]*sequence, func(), error) {
 	var keys []string
 	seen := map[string]bool{}
+	var scratch []byte
 	for _, m := range txn.Mutations() {
 		if m.Kind != store.Append {
 			continue
 		}
-		k := seqKey(m.Table, m.Key)
-		if !seen[k] {
+		scratch = appendRowKey(scratch[:0], m.Table, m.Key)
+		if !seen[string(scratch)] { // (no allocation for the lookup)
+			k := string(scratch)
 			seen[k] = true
 			keys = append(keys, k)
 		}
@@ -135,14 +132,16 @@ func (s *Store) appendRows(b *pebbledb.Batch, txn *store.Txn, locked map[string]
 	if err != nil {
 		return undo, err
 	}
+	// Batch.Set copies key and value: one scratch buffer serves them all.
+	var key, val []byte
 	for _, m := range txn.Mutations() {
 		if m.Kind != store.Append {
 			continue
 		}
-		k := seqKey(m.Table, m.Key)
-		q := locked[k]
-		key := binary.BigEndian.AppendUint64([]byte(k), q.next)
-		val := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(m.Value)), uint64(ts))
+		key = appendRowKey(key[:0], m.Table, m.Key)
+		q := locked[string(key)]
+		key = binary.BigEndian.AppendUint64(key, q.next)
+		val = binary.BigEndian.AppendUint64(val[:0], uint64(ts))
 		val = append(val, m.Value...)
 		if err := b.Set(key, val, nil); err != nil {
 			return undo, err

@@ -148,7 +148,7 @@ func (c *channel) deliverLocal(att transport.Receiver, t target) byte {
 		}
 		for _, d := range ds {
 			for {
-				code, room, _ := c.n.deliver(c.key.from, c.key.fromLease, c.key.to, t.lease, d.Msg, tables.MessageSize(d.Msg), ack, d.MaybeDuplicate)
+				code, room, _ := c.n.deliver(c.key.from, c.key.fromLease, c.key.to, t.lease, d.Msg, tables.MessageSize(d.Msg), ack, d.MaybeDuplicate, d.Ordered)
 				if code == replyAck {
 					break
 				}
@@ -231,7 +231,7 @@ func (c *channel) deliverRemote(att transport.Receiver, t target) byte {
 		}
 		f := &pushFrame{From: c.key.from, FromLease: c.key.fromLease, To: c.key.to, ToLease: t.lease, Msgs: make([]pushed, len(ds))}
 		for i, d := range ds {
-			f.Msgs[i] = pushed{Msg: d.Msg, Size: tables.MessageSize(d.Msg), MaybeDup: d.MaybeDuplicate}
+			f.Msgs[i] = pushed{Msg: d.Msg, Size: tables.MessageSize(d.Msg), MaybeDup: d.MaybeDuplicate, Ordered: d.Ordered}
 		}
 		// SendMsg blocks while the receiver's flow-control window is full:
 		// a slow receiver backpressures this channel, whose box then fills

@@ -29,7 +29,15 @@ type pushed struct {
 	Msg      *weir.Message
 	Size     int
 	MaybeDup bool
+	// Ordered: the sending life promised ordered channels (Delivery.Ordered).
+	Ordered bool
 }
+
+// Flags of a pushed message.
+const (
+	flagMaybeDup byte = 1 << iota
+	flagOrdered
+)
 
 // MarshalBinary implements encoding.BinaryMarshaler.
 func (f *pushFrame) MarshalBinary() ([]byte, error) {
@@ -43,11 +51,14 @@ func (f *pushFrame) MarshalBinary() ([]byte, error) {
 	for _, m := range f.Msgs {
 		b = codec.AppendString(b, string(m.Msg.ID))
 		b = codec.AppendUvarint(b, uint64(m.Size))
+		var flags byte
 		if m.MaybeDup {
-			b = append(b, 1)
-		} else {
-			b = append(b, 0)
+			flags |= flagMaybeDup
 		}
+		if m.Ordered {
+			flags |= flagOrdered
+		}
+		b = append(b, flags)
 		n := len(b)
 		b = append(b, 0, 0, 0, 0) // length of the record, patched below
 		if b, err = tables.AppendMessage(b, m.Msg); err != nil {
@@ -80,7 +91,7 @@ func (f *pushFrame) UnmarshalBinary(b []byte) error {
 		if r.Err != nil || len(r.B) < 5 {
 			return errors.New("remote: push frame truncated")
 		}
-		dup := r.B[0] == 1
+		flags := r.B[0]
 		l := int(r.B[1])<<24 | int(r.B[2])<<16 | int(r.B[3])<<8 | int(r.B[4])
 		r.B = r.B[5:]
 		if l > len(r.B) {
@@ -91,7 +102,7 @@ func (f *pushFrame) UnmarshalBinary(b []byte) error {
 			return fmt.Errorf("remote: push frame: %w", err)
 		}
 		r.B = r.B[l:]
-		f.Msgs = append(f.Msgs, pushed{Msg: m, Size: size, MaybeDup: dup})
+		f.Msgs = append(f.Msgs, pushed{Msg: m, Size: size, MaybeDup: flags&flagMaybeDup != 0, Ordered: flags&flagOrdered != 0})
 	}
 	if r.Err != nil {
 		return fmt.Errorf("remote: push frame: %w", r.Err)

@@ -200,7 +200,7 @@ func (n *Node) knownLeaseLocked(p transport.PartitionID) store.LeaseID {
 // mailbox is full (wait on room) or the life is unknown here, and
 // replyFenced when the sending life is superseded.
 func (n *Node) deliver(from transport.PartitionID, fromLease store.LeaseID, to transport.PartitionID, toLease store.LeaseID,
-	msg *weir.Message, size int, ack transport.AckFunc, maybeDup bool) (code byte, room <-chan struct{}, reason string) {
+	msg *weir.Message, size int, ack transport.AckFunc, maybeDup, ordered bool) (code byte, room <-chan struct{}, reason string) {
 	n.mu.Lock()
 	if n.local[to] != toLease {
 		n.mu.Unlock()
@@ -219,7 +219,7 @@ func (n *Node) deliver(from transport.PartitionID, fromLease store.LeaseID, to t
 	reg, ok := n.senders[from]
 	n.mu.Unlock()
 	if !ok || reg.lease < fromLease {
-		reg = n.register(from, fromLease)
+		reg = n.register(from, fromLease, ordered)
 	}
 	if reg.lease != fromLease {
 		return replyFenced, nil, fmt.Sprintf("%s#%d is superseded by lease %d", from, fromLease, reg.lease)
@@ -233,14 +233,16 @@ func (n *Node) deliver(from transport.PartitionID, fromLease store.LeaseID, to t
 
 // register makes lease the sender of partition from in the in hub (unless
 // a newer one is registered): RegisterSender waits for the offers in flight
-// under the previous lease's token and fences them.
-func (n *Node) register(from transport.PartitionID, lease store.LeaseID) senderReg {
+// under the previous lease's token and fences them. The token carries the
+// sending life's ordered promise, so that deliveries name their sender and
+// its order as the in-process hub's do.
+func (n *Node) register(from transport.PartitionID, lease store.LeaseID, ordered bool) senderReg {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if reg, ok := n.senders[from]; ok && reg.lease >= lease {
 		return reg
 	}
-	reg := senderReg{lease: lease, tok: n.in.RegisterSender(from)}
+	reg := senderReg{lease: lease, tok: n.in.RegisterSender(from, ordered)}
 	n.senders[from] = reg
 	return reg
 }
@@ -259,9 +261,10 @@ type Endpoint struct {
 	lease store.LeaseID
 }
 
-// RegisterSender fences earlier lives of the partition on this node.
-func (e *Endpoint) RegisterSender(p transport.PartitionID) transport.SenderToken {
-	return e.n.out.RegisterSender(p)
+// RegisterSender fences earlier lives of the partition on this node; the
+// token's ordered promise travels with every message (Delivery.Ordered).
+func (e *Endpoint) RegisterSender(p transport.PartitionID, ordered bool) transport.SenderToken {
+	return e.n.out.RegisterSender(p, ordered)
 }
 
 // Offer queues msg on the channel to partition p; false when the channel's

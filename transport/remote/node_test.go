@@ -152,11 +152,13 @@ func pair(a, b *testNode) (*Endpoint, *Endpoint) {
 }
 
 // TestPushInOrderWithAcks: messages cross the network in offer order,
-// unmarked, and every acknowledgement reaches the sender's hook once.
+// unmarked, naming their sending partition and its ordered promise (as the
+// in-process hub's deliveries do), and every acknowledgement reaches the
+// sender's hook once.
 func TestPushInOrderWithAcks(t *testing.T) {
 	a, b := newTestNode(t, "a", 0, wire.Security{}), newTestNode(t, "b", 0, wire.Security{})
 	se, re := pair(a, b)
-	tok := se.RegisterSender(sendP)
+	tok := se.RegisterSender(sendP, true)
 	ak := newAcks()
 	const n = 2000
 	for i := 0; i < n; i++ {
@@ -168,6 +170,9 @@ func TestPushInOrderWithAcks(t *testing.T) {
 	for i, d := range ds {
 		if d.Msg.ID != msg(i).ID || d.MaybeDuplicate || d.Msg.Payload["i"] != int64(i) {
 			t.Fatalf("delivery %d = %s dup=%v %v, want %s unmarked", i, d.Msg.ID, d.MaybeDuplicate, d.Msg.Payload, msg(i).ID)
+		}
+		if d.From != sendP || !d.Ordered {
+			t.Fatalf("delivery %d names sender %q ordered %v, want %s ordered (the channel's frontier dedup needs both)", i, d.From, d.Ordered, sendP)
 		}
 	}
 	waitFor(t, "acks", func() bool { return ak.count() == n })
@@ -185,7 +190,7 @@ func TestBackpressureOverTheNetwork(t *testing.T) {
 	const bound = 64 << 10
 	a, b := newTestNode(t, "a", bound, wire.Security{}), newTestNode(t, "b", bound, wire.Security{})
 	se, re := pair(a, b)
-	tok := se.RegisterSender(sendP)
+	tok := se.RegisterSender(sendP, true)
 	ak := newAcks()
 	accepted := 0
 	for i := 0; i < 100000 && se.Offer(tok, recvP, msg(i), 1024, ak.hook, false); i++ {
@@ -223,7 +228,7 @@ func TestBackpressureOverTheNetwork(t *testing.T) {
 func TestReconnectResends(t *testing.T) {
 	a, b := newTestNode(t, "a", 0, wire.Security{}), newTestNode(t, "b", 0, wire.Security{})
 	se, re := pair(a, b)
-	tok := se.RegisterSender(sendP)
+	tok := se.RegisterSender(sendP, true)
 	ak := newAcks()
 	for i := 0; i < 100; i++ {
 		se.Offer(tok, recvP, msg(i), 64, ak.hook, false)
@@ -268,7 +273,7 @@ func TestReconnectResends(t *testing.T) {
 func TestZombieSenderFenced(t *testing.T) {
 	a, b, c := newTestNode(t, "a", 0, wire.Security{}), newTestNode(t, "b", 0, wire.Security{}), newTestNode(t, "c", 0, wire.Security{})
 	zombie, re := pair(a, b)
-	ztok := zombie.RegisterSender(sendP)
+	ztok := zombie.RegisterSender(sendP, true)
 	r := re.Attach(recvP)
 	// S/0 moves to c with lease 11; b learns it (c's life is newer).
 	rs := routes(Route{Partition: sendP, Worker: "c", Addr: c.addr, Lease: 11}, Route{Partition: recvP, Worker: "b", Addr: b.addr, Lease: 20})
@@ -276,7 +281,7 @@ func TestZombieSenderFenced(t *testing.T) {
 	c.SetRoutes(rs)
 	c.JobStarted(sendP, 11)
 	live := c.Endpoint(sendP, 11)
-	ltok := live.RegisterSender(sendP)
+	ltok := live.RegisterSender(sendP, true)
 	ak := newAcks()
 	for i := 0; i < 50; i++ {
 		zombie.Offer(ztok, recvP, msg(i), 64, func(msgid.ID) { t.Error("a zombie's message was acknowledged") }, false)
@@ -303,7 +308,7 @@ func TestZombieSenderFenced(t *testing.T) {
 func TestReceiverMoves(t *testing.T) {
 	a, b, c := newTestNode(t, "a", 0, wire.Security{}), newTestNode(t, "b", 0, wire.Security{}), newTestNode(t, "c", 0, wire.Security{})
 	se, re := pair(a, b)
-	tok := se.RegisterSender(sendP)
+	tok := se.RegisterSender(sendP, true)
 	ak := newAcks()
 	for i := 0; i < 20; i++ {
 		se.Offer(tok, recvP, msg(i), 64, ak.hook, false)
@@ -333,15 +338,15 @@ func TestLocalChannel(t *testing.T) {
 	a.JobStarted(sendP, 10)
 	a.JobStarted(recvP, 20)
 	se := a.Endpoint(sendP, 10)
-	tok := se.RegisterSender(sendP)
+	tok := se.RegisterSender(sendP, true)
 	ak := newAcks()
 	for i := 0; i < 300; i++ {
 		se.Offer(tok, recvP, msg(i), 64, ak.hook, false)
 	}
 	ds := receive(t, a.Endpoint(recvP, 20).Attach(recvP), 300)
 	for i, d := range ds {
-		if d.Msg.ID != msg(i).ID {
-			t.Fatalf("delivery %d = %s", i, d.Msg.ID)
+		if d.Msg.ID != msg(i).ID || d.From != sendP || !d.Ordered {
+			t.Fatalf("delivery %d = %s from %q ordered %v", i, d.Msg.ID, d.From, d.Ordered)
 		}
 	}
 	waitFor(t, "acks", func() bool { return ak.count() == 300 })
@@ -357,7 +362,7 @@ func TestTokenRequired(t *testing.T) {
 	b := newTestNode(t, "b", 0, good)
 	bad := newTestNode(t, "a", 0, wire.Security{Token: "wrong"})
 	se, re := pair(bad, b)
-	tok := se.RegisterSender(sendP)
+	tok := se.RegisterSender(sendP, true)
 	se.Offer(tok, recvP, msg(0), 64, nil, false)
 	r := re.Attach(recvP)
 	waitFor(t, "retries", func() bool { return bad.Stats().Retried >= 3 })
@@ -370,7 +375,7 @@ func TestTokenRequired(t *testing.T) {
 	b.SetRoutes(rs)
 	ok.JobStarted(sendP, 11)
 	se2 := ok.Endpoint(sendP, 11)
-	se2.Offer(se2.RegisterSender(sendP), recvP, msg(1), 64, nil, false)
+	se2.Offer(se2.RegisterSender(sendP, true), recvP, msg(1), 64, nil, false)
 	receive(t, r, 1)
 }
 
@@ -386,7 +391,7 @@ func BenchmarkRemotePush(b *testing.B) {
 	a.JobStarted(sendP, 10)
 	c.JobStarted(recvP, 20)
 	se := a.Endpoint(sendP, 10)
-	tok := se.RegisterSender(sendP)
+	tok := se.RegisterSender(sendP, true)
 	r := c.Endpoint(recvP, 20).Attach(recvP)
 	done := make(chan struct{})
 	var acked int

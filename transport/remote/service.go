@@ -49,7 +49,7 @@ func (n *Node) push(s grpc.ServerStream) error {
 		}
 		for _, m := range f.Msgs {
 			for {
-				code, room, reason := n.deliver(f.From, f.FromLease, f.To, f.ToLease, m.Msg, m.Size, acks.add, m.MaybeDup)
+				code, room, reason := n.deliver(f.From, f.FromLease, f.To, f.ToLease, m.Msg, m.Size, acks.add, m.MaybeDup, m.Ordered)
 				if code == replyAck {
 					break
 				}
