@@ -195,6 +195,13 @@ func (w *RemoteWorker) Load() int {
 	return n
 }
 
+// LastHeartbeat implements controller.Heartbeater.
+func (w *RemoteWorker) LastHeartbeat() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastBeat
+}
+
 // Draining implements controller.Drainer.
 func (w *RemoteWorker) Draining() bool {
 	w.mu.Lock()

@@ -111,6 +111,24 @@ func (c *Controller) workers() []Worker {
 	return c.cfg.Workers
 }
 
+// Heartbeater is a Worker whose job statuses reach the controller with its
+// heartbeats (a remote worker): a status is only as fresh as the last
+// heartbeat, so a job is blamed for posting none only if its worker
+// answered a heartbeat after the job's deadline. Otherwise a silent worker
+// would make its jobs fail (and restart with backoff) before the worker is
+// declared lost (and its jobs restarted at once).
+type Heartbeater interface {
+	// LastHeartbeat is when the worker last answered (store clock).
+	LastHeartbeat() time.Time
+}
+
+// heardSince reports whether w answered after t (always, for a worker whose
+// statuses do not travel with heartbeats).
+func heardSince(w Worker, t time.Time) bool {
+	h, ok := w.(Heartbeater)
+	return !ok || h.LastHeartbeat().After(t)
+}
+
 // draining reports whether w is being emptied (Drainer).
 func draining(w Worker) bool {
 	d, ok := w.(Drainer)

@@ -54,7 +54,7 @@ func (c *Controller) removeFailedJobs(eff *effects, now time.Time) {
 		if reported && st.At.After(seen) {
 			seen = st.At
 		}
-		if now.Sub(seen) >= c.cfg.LostWorkerTimeout {
+		if now.Sub(seen) >= c.cfg.LostWorkerTimeout && heardSince(p.job.worker, seen.Add(c.cfg.LostWorkerTimeout)) {
 			c.stats.JobsLost++
 			c.fail(eff, p, fmt.Errorf("job %s posted no status for %v", p.job.id, now.Sub(seen)), now)
 			continue
