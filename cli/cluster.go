@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -75,11 +76,19 @@ func (s *securityFlags) dial(sec wire.Security) func(string) (grpc.ClientConnInt
 	}
 }
 
-func openClusterStore(addr string) (store.Store, error) {
-	if open.BackendOf(addr) != open.Postgres {
-		return nil, fmt.Errorf("--store %q: the distributed mode needs a postgres:// URL (an embedded store is one process's)", addr)
+// clusterProcess sets up what both distributed-mode processes need: their
+// logger (logf logs only with -v) and the PostgreSQL store.
+func clusterProcess(o *Options, name string, verbose bool, addr string) (*log.Logger, func(string, ...any), store.Store, error) {
+	logger := log.New(o.Stderr, "weir "+name+": ", log.LstdFlags|log.Lmicroseconds)
+	logf := func(string, ...any) {}
+	if verbose {
+		logf = logger.Printf
 	}
-	return open.Store(context.Background(), addr, open.Options{})
+	if open.BackendOf(addr) != open.Postgres {
+		return nil, nil, nil, fmt.Errorf("--store: the distributed mode needs a postgres:// URL (an embedded store is one process's)")
+	}
+	st, err := open.Store(context.Background(), addr, open.Options{})
+	return logger, logf, st, err
 }
 
 func runWorker(o *Options, args []string) error {
@@ -96,6 +105,7 @@ func runWorker(o *Options, args []string) error {
 	drainTimeout := fs.Duration("drain-timeout", time.Minute, "on SIGTERM, how long to wait for the jobs to move away")
 	lost := fs.Duration("lost-timeout", 3*time.Second, "without a controller heartbeat for this long, stop the jobs (they are replaced)")
 	verbose := fs.Bool("v", false, "log job and transport events")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the worker's whole life to this file")
 	sf := addSecurityFlags(fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
@@ -107,16 +117,22 @@ func runWorker(o *Options, args []string) error {
 	if err != nil {
 		return err
 	}
-	logger := log.New(o.Stderr, "weir worker: ", log.LstdFlags|log.Lmicroseconds)
-	logf := func(string, ...any) {}
-	if *verbose {
-		logf = logger.Printf
-	}
-	st, err := openClusterStore(*storeAddr)
+	logger, logf, st, err := clusterProcess(o, "worker", *verbose, *storeAddr)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -214,12 +230,7 @@ func runController(o *Options, args []string) error {
 		h, _ := os.Hostname()
 		*id = fmt.Sprintf("%s-%d", h, os.Getpid())
 	}
-	logger := log.New(o.Stderr, "weir controller: ", log.LstdFlags|log.Lmicroseconds)
-	logf := func(string, ...any) {}
-	if *verbose {
-		logf = logger.Printf
-	}
-	st, err := openClusterStore(*storeAddr)
+	logger, logf, st, err := clusterProcess(o, "controller", *verbose, *storeAddr)
 	if err != nil {
 		return err
 	}

@@ -72,6 +72,21 @@ func (p *proc) kill() {
 	}
 }
 
+// stop sends SIGTERM and waits for the process to exit (a worker drains;
+// with no controller it stops after its drain timeout or at a second
+// signal — this sends the second after a second).
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return
+	case <-time.After(time.Second):
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t, time.Minute)
+}
+
 // await waits until the process printed want (a hang guard, not a timed
 // assertion: the limit only keeps a broken build from hanging CI).
 func (p *proc) await(t *testing.T, want string, limit time.Duration) {
