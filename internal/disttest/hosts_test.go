@@ -178,10 +178,11 @@ type layout struct {
 	Term     uint64
 	Pipeline struct {
 		Partitions []struct {
-			Partition string
-			Job       string
-			Lease     uint64
-			Worker    string
+			Partition           string
+			Job                 string
+			Lease               uint64
+			Worker              string
+			ConsecutiveFailures int
 		}
 	}
 	Workers []cluster.WorkerStatus
@@ -294,6 +295,10 @@ func (hc *hostCluster) killWorkerHost(host string) (first, all time.Duration) {
 	for _, p := range parts {
 		before[p] = hc.txRow(p)
 	}
+	failures := map[string]int{}
+	for _, p := range l.Pipeline.Partitions {
+		failures[p.Partition] = p.ConsecutiveFailures
+	}
 	if err := hc.n.Host(host).Kill(); err != nil {
 		hc.t.Fatal(err)
 	}
@@ -314,6 +319,15 @@ func (hc *hostCluster) killWorkerHost(host string) (first, all time.Duration) {
 		}
 		return len(changed) == len(parts)
 	})
+	// A lost worker's jobs are not failures: they restart at once, never
+	// with the restart backoff of a failing partition.
+	if l := hc.status(); l != nil {
+		for _, p := range l.Pipeline.Partitions {
+			if _, lost := before[p.Partition]; lost && p.ConsecutiveFailures > failures[p.Partition] {
+				hc.t.Errorf("partition %s of the lost worker %s counted as failing (%d in a row): it restarts with backoff", p.Partition, host, p.ConsecutiveFailures)
+			}
+		}
+	}
 	first, all = time.Hour, 0
 	for _, d := range changed {
 		first, all = min(first, d), max(all, d)
