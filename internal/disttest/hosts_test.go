@@ -73,6 +73,7 @@ type hostCluster struct {
 	t     *testing.T
 	n     *testhosts.Network
 	pg    *testhosts.Postgres
+	url   string // the store URL the processes use
 	st    store.Store // through the server's Unix socket: works whatever the network does
 	tls   tlsFiles
 	spec  string
@@ -100,7 +101,7 @@ func newHostCluster(t *testing.T, workers ...string) *hostCluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	hc := &hostCluster{t: t, n: n, pg: pg, st: st, tls: makeTLS(t), procs: map[string]*testhosts.Proc{}}
+	hc := &hostCluster{t: t, n: n, pg: pg, url: pg.URL(), st: st, tls: makeTLS(t), procs: map[string]*testhosts.Proc{}}
 	hc.spec = filepath.Join(t.TempDir(), "spec.yson")
 	if err := os.WriteFile(hc.spec, []byte(distSpec), 0o644); err != nil {
 		t.Fatal(err)
@@ -150,7 +151,7 @@ func (hc *hostCluster) await(p *testhosts.Proc, s string) {
 func (hc *hostCluster) startWorker(host string) {
 	hc.t.Helper()
 	h := hc.n.Host(host)
-	p := hc.start(host, "worker", "worker", "--store", hc.pg.URL(), "--listen", h.Address(workerPort), "--id", host, "--lost-timeout", "1500ms", "-v")
+	p := hc.start(host, "worker", "worker", "--store", hc.url, "--listen", h.Address(workerPort), "--id", host, "--lost-timeout", "1500ms", "-v")
 	hc.await(p, "listening on")
 }
 
@@ -158,7 +159,7 @@ func (hc *hostCluster) startWorker(host string) {
 func (hc *hostCluster) startController(host string) {
 	hc.t.Helper()
 	h := hc.n.Host(host)
-	p := hc.start(host, "controller", "controller", "--store", hc.pg.URL(), "--spec", hc.spec, "--id", host,
+	p := hc.start(host, "controller", "controller", "--store", hc.url, "--spec", hc.spec, "--id", host,
 		"--admin", h.Address(adminPort), "--lease-timeout", "2s", "-v")
 	hc.await(p, "admin API at")
 }
@@ -396,7 +397,13 @@ func (hc *hostCluster) killActiveController() time.Duration {
 // pooled connections are gone).
 func (hc *hostCluster) reconnect() {
 	hc.t.Helper()
-	st, err := open.Store(context.Background(), hc.pg.SocketURL(), open.Options{})
+	hc.reconnectTo(hc.pg.SocketURL())
+}
+
+// reconnectTo replaces the test's store with one at url.
+func (hc *hostCluster) reconnectTo(url string) {
+	hc.t.Helper()
+	st, err := open.Store(context.Background(), url, open.Options{})
 	if err != nil {
 		hc.t.Fatal(err)
 	}
