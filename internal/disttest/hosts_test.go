@@ -73,7 +73,7 @@ type hostCluster struct {
 	t     *testing.T
 	n     *testhosts.Network
 	pg    *testhosts.Postgres
-	url   string // the store URL the processes use
+	url   string      // the store URL the processes use
 	st    store.Store // through the server's Unix socket: works whatever the network does
 	tls   tlsFiles
 	spec  string
