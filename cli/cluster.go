@@ -280,8 +280,9 @@ func runController(o *Options, args []string) error {
 }
 
 // clusterAdmin is the controller's admin API: GET /status, POST /drain.
-// Beyond loopback every request needs the cluster token (Authorization:
-// Bearer), checked in constant time; the token is never logged.
+// With a token (required beyond loopback) every request needs it
+// (Authorization: Bearer), checked in constant time; the token is never
+// logged. POST /drain is refused without a token configured.
 type clusterAdmin struct {
 	sec wire.Security
 	st  store.Store
@@ -318,6 +319,12 @@ func (a *clusterAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]any{"active": true, "term": act.Leadership.Term(),
 			"pipeline": act.Engine.Status(), "workers": act.Pool.Status()})
 	case r.URL.Path == "/drain" && r.Method == http.MethodPost:
+		if a.sec.Token == "" {
+			// Without a token anything on this machine, a web page in a
+			// browser included (a simple cross-site POST), could drain.
+			http.Error(w, "draining through the admin API needs a cluster token (--token-file); or send SIGTERM to the worker", http.StatusForbidden)
+			return
+		}
 		if act == nil {
 			http.Error(w, "this controller is a standby; ask the active one", http.StatusMisdirectedRequest)
 			return

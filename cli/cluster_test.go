@@ -45,4 +45,12 @@ func TestClusterAdminNeedsToken(t *testing.T) {
 	if rec.Code != http.StatusMisdirectedRequest {
 		t.Errorf("drain on a standby: %d", rec.Code)
 	}
+	// Without a token configured (loopback) a drain is refused: a web
+	// page could send that POST.
+	open := &clusterAdmin{st: st}
+	rec = httptest.NewRecorder()
+	open.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/drain?worker=w1", nil))
+	if rec.Code != http.StatusForbidden {
+		t.Errorf("drain without a configured token: %d, want 403", rec.Code)
+	}
 }

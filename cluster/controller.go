@@ -108,7 +108,8 @@ func RunController(ctx context.Context, cfg ControllerConfig) (controller.State,
 	deposed := make(chan struct{})
 	pool := NewPool(PoolConfig{Store: cfg.Store, Term: l.Term(), SpecHash: SpecHash(cfg.SpecText), Dial: cfg.Dial,
 		SyncPeriod: cfg.SyncPeriod, CallTimeout: cfg.CallTimeout, RefreshPeriod: cfg.RefreshPeriod, Logf: cfg.Logf,
-		Deposed: func() { close(deposed); cancel() }})
+		AliveTimeout: sp.Dynamic.LostJobTimeout.Std(),
+		Deposed:      func() { close(deposed); cancel() }})
 	eng, err := engine.New(lctx, engine.Config{Spec: sp, Store: st, Classes: cfg.Classes, Connectors: cfg.Connectors,
 		Logf: cfg.Logf, Warnf: cfg.Warnf, Pool: pool, Balance: true})
 	if err != nil {

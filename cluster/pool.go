@@ -32,7 +32,10 @@ type PoolConfig struct {
 	SyncPeriod, CallTimeout, RefreshPeriod time.Duration
 	// Deposed is called (once) when a worker says a higher term is active.
 	Deposed func()
-	Logf    func(format string, args ...any)
+	// AliveTimeout is the controller's lost-worker timeout, for Status
+	// (default 3s).
+	AliveTimeout time.Duration
+	Logf         func(format string, args ...any)
 }
 
 // Pool is the set of registered workers as the active controller sees them
@@ -65,6 +68,9 @@ func NewPool(cfg PoolConfig) *Pool {
 	}
 	if cfg.Deposed == nil {
 		cfg.Deposed = func() {}
+	}
+	if cfg.AliveTimeout <= 0 {
+		cfg.AliveTimeout = 3 * time.Second
 	}
 	return &Pool{cfg: cfg, workers: map[string]*RemoteWorker{}}
 }
@@ -419,7 +425,7 @@ func (p *Pool) Status() []WorkerStatus {
 	var out []WorkerStatus
 	for _, cw := range p.Workers() {
 		w := cw.(*RemoteWorker)
-		alive := w.AliveAt(now, 3*time.Second)
+		alive := w.AliveAt(now, p.cfg.AliveTimeout)
 		jobs := w.Load()
 		w.mu.Lock()
 		out = append(out, WorkerStatus{ID: w.id, Addr: w.addr, Incarnation: w.incarnation, Alive: alive, Draining: w.draining, Jobs: jobs})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,6 +30,29 @@ func pgStore(t *testing.T) (string, store.Store) {
 	}
 	t.Cleanup(func() { st.Close() })
 	return url, st
+}
+
+// TestRunOnPostgres: weir run --store postgres://… runs the embedded
+// engine (one process, its own workers) on PostgreSQL: the counter to
+// completion, exactly once.
+func TestRunOnPostgres(t *testing.T) {
+	url, st := pgStore(t)
+	ctx := context.Background()
+	c, err := NewCounter(ctx, st, 3, 2)
+	if err == nil {
+		err = c.Write(ctx, rand.New(rand.NewPCG(3, 1)), 2000, 30, 500)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, "run", "run", "--store", url, "--spec", counterSpec(), "--progress", "0")
+	if err := p.wait(t, 3*time.Minute); err != nil {
+		t.Fatalf("weir run --store: %v\n%s", err, p.out.String())
+	}
+	if strings.Contains(p.out.String(), "password") {
+		t.Fatalf("the output mentions a password:\n%s", p.out.String())
+	}
+	checkCounts(t, ctx, c)
 }
 
 // TestTwoWorkersOnPostgres: a controller and two workers, three processes
