@@ -122,17 +122,11 @@ func runWorker(o *Options, args []string) error {
 		return err
 	}
 	defer st.Close()
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopCPU, err := startCPUProfile(*cpuprofile)
+	if err != nil {
+		return err
 	}
+	defer stopCPU()
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -187,6 +181,23 @@ func runWorker(o *Options, args []string) error {
 		cancel()
 	}()
 	return w.Run(ctx)
+}
+
+// startCPUProfile starts a CPU profile written to path ("" : none) and
+// returns what stops it.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func orDefault(s, d string) string {

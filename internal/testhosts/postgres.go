@@ -40,6 +40,12 @@ func (h *Host) StartPostgres() (*Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("PostgreSQL in host %s: %w", h.Name, err)
 	}
+	return h.adopt(srv)
+}
+
+// adopt makes srv the host's server: the network stops it at teardown.
+func (h *Host) adopt(srv *pgtest.Server) (*Postgres, error) {
+	n := h.net
 	pg := &Postgres{Host: h, srv: srv}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -100,15 +106,7 @@ func (h *Host) StartPostgresStandby(primary *Postgres) (*Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("PostgreSQL standby in host %s: %w", h.Name, err)
 	}
-	pg := &Postgres{Host: h, srv: srv}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed {
-		srv.Stop()
-		return nil, errors.New("network closed")
-	}
-	n.pgs = append(n.pgs, pg)
-	return pg, nil
+	return h.adopt(srv)
 }
 
 // SetSynchronous makes the server's commits wait for its standby.

@@ -2,7 +2,6 @@ package pgtest
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 
@@ -16,27 +15,15 @@ import (
 // until promoted). Make the primary wait for it with SetSynchronous. The
 // caller must Stop it.
 func StartStandby(primary *Server, o Options) (*Server, error) {
-	if o.Listen == "" {
-		o.Listen = "127.0.0.1"
-	}
-	if o.Port == 0 {
-		ports, err := testproc.FreePorts(1)
-		if err != nil {
-			return nil, err
-		}
-		o.Port = ports[0]
-	}
-	dir, err := os.MkdirTemp(o.Dir, "weir-postgres-standby-")
+	s, err := newServer(o, primary.bin, "weir-postgres-standby-")
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: o, bin: primary.bin, dir: dir, Port: o.Port, runAs: primary.runAs}
-	s.URL = fmt.Sprintf("postgres://postgres@%s/weirtest?sslmode=disable", net.JoinHostPort(o.Listen, fmt.Sprint(o.Port)))
-	s.SocketURL = s.socketURL("weirtest")
+	s.runAs = primary.runAs
 	if s.runAs != "" {
 		uid, gid, err := testproc.IDs(s.runAs)
 		if err == nil {
-			err = os.Chown(dir, uid, gid)
+			err = os.Chown(s.dir, uid, gid)
 		}
 		if err != nil {
 			s.Stop()
