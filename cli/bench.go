@@ -113,17 +113,11 @@ func runBench(o *Options, args []string) error {
 		if err := json.Unmarshal([]byte(*one), &c); err != nil {
 			return err
 		}
-		if *cpuprofile != "" {
-			f, err := os.Create(*cpuprofile)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			if err := pprof.StartCPUProfile(f); err != nil {
-				return err
-			}
-			defer pprof.StopCPUProfile()
+		stopCPU, err := startCPUProfile(*cpuprofile)
+		if err != nil {
+			return err
 		}
+		defer stopCPU()
 		stop := func() {}
 		if *memprofile != "" {
 			stop = sampleHeapPeak(*memprofile)

@@ -76,6 +76,8 @@ func commands() []command {
 	return []command{
 		{"demo", "run a self-checking exactly-once demo on generated events", runDemo},
 		{"run", "run a pipeline spec on the embedded store", runRun},
+		{"controller", "run a controller of the distributed mode (PostgreSQL store)", runController},
+		{"worker", "run a worker of the distributed mode (PostgreSQL store)", runWorker},
 		{"queue", "create, write, read and list queues", runQueue},
 		{"table", "read and list external state tables", runTable},
 		{"pipeline", "status, stop, pause or start a running pipeline", runPipeline},

@@ -27,6 +27,7 @@ import (
 	"github.com/weir-stream/weir/engine"
 	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/store/open"
 	pstore "github.com/weir-stream/weir/store/pebble"
 )
 
@@ -49,7 +50,8 @@ func runRun(o *Options, args []string) error {
 			"every 10s.\n\n"+
 			"Exit codes: 0 completed or stopped (drained); 1 error; 2 usage;\n"+
 			"3 the drain timed out and the pipeline was stopped hard (paused).")
-	dir := fs.String("data", "", "data directory (required; created if missing)")
+	dir := fs.String("data", "", "data directory (required unless --store; created if missing)")
+	storeAddr := fs.String("store", "", "run on this store instead of DIR's embedded one: a postgres:// URL (one process on PostgreSQL; --data then only holds the admin API's files, a temporary directory if omitted)")
 	specPath := fs.String("spec", "", "pipeline spec file, .yson or .yaml (required)")
 	admin := fs.String("admin", "127.0.0.1:0", "admin API listen address (loopback)")
 	progress := fs.Duration("progress", 2*time.Second, "progress line period on stderr (0: off)")
@@ -58,8 +60,8 @@ func runRun(o *Options, args []string) error {
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	if *dir == "" || *specPath == "" {
-		return usageErr(fs, "need --data DIR and --spec FILE")
+	if (*dir == "" && *storeAddr == "") || *specPath == "" {
+		return usageErr(fs, "need --data DIR (or --store URL) and --spec FILE")
 	}
 	// Signals are caught from here on: one that comes while the store
 	// opens and the pipeline starts is a drain once it runs, not an exit.
@@ -74,7 +76,20 @@ func runRun(o *Options, args []string) error {
 	if err != nil {
 		return err // names the file
 	}
-	st, err := openStore(*dir)
+	var st store.Store
+	if *storeAddr != "" {
+		if *dir == "" {
+			tmp, err := os.MkdirTemp("", "weir-run-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(tmp)
+			*dir = tmp
+		}
+		st, err = open.Store(context.Background(), *storeAddr, open.Options{})
+	} else {
+		st, err = openStore(*dir)
+	}
 	if err != nil {
 		return err
 	}

@@ -56,11 +56,20 @@ const (
 type Config struct {
 	Plan  *plan.Plan
 	Store store.Store
+	// Hub is the embedded engine's transport (optional: the controller
+	// itself never sends).
 	Hub   *transport.Hub
 	Board *board.Board
 	// Workers run the jobs; the controller places each job on the live
 	// worker with the fewest jobs.
 	Workers []Worker
+	// Pool, if set, replaces Workers with a set that changes while the
+	// controller runs (remote workers registering and leaving).
+	Pool Pool
+	// Balance moves jobs gracefully so that no live worker holds more than
+	// ⌈jobs/workers⌉ (balance.go). The embedded engine's workers share one
+	// process and do not need it.
+	Balance bool
 
 	// LeaseTimeout: a lease not pinged for this long expires (default 5s).
 	LeaseTimeout time.Duration
@@ -118,6 +127,24 @@ type Worker interface {
 	Load() int
 	// Start runs the job spec describes; its lease exists already.
 	Start(spec plan.JobSpec) (Handle, error)
+}
+
+// Pool is a changing set of workers. Workers is called under the
+// controller's mutex: it must return at once, from memory.
+type Pool interface {
+	Workers() []Worker
+}
+
+// Drainer is a Worker that may be draining (being emptied before
+// maintenance): it gets no new job and its jobs move elsewhere.
+type Drainer interface {
+	Draining() bool
+}
+
+// Finisher is a Handle that can stop its job gracefully, after the epoch
+// in flight (job.Config.Finish); a move uses it.
+type Finisher interface {
+	Finish()
 }
 
 // Handle is a started job, as the controller sees it.
@@ -199,6 +226,10 @@ type jobEntry struct {
 	handle      Handle
 	pingedAt    time.Time
 	startedAt   time.Time
+	// finishing: a move asked the job to stop after its epoch in flight
+	// (balance.go); its exit is not a failure.
+	finishing   bool
+	finishingAt time.Time
 }
 
 // exitingJob is a removed job whose goroutine may still run.
@@ -241,6 +272,8 @@ type Stats struct {
 	JobsLost      int
 	LeasesExpired int
 	LeasesAborted int
+	// Moves counts jobs moved by balancing (balance.go).
+	Moves int
 	// SourceListings counts completed background listings of the sources.
 	SourceListings int
 	LastCycleError string
@@ -249,10 +282,10 @@ type Stats struct {
 // New builds a controller. Call Start (or set a target) and then Cycle/Run.
 func New(cfg Config) (*Controller, error) {
 	cfg.defaults()
-	if cfg.Plan == nil || cfg.Store == nil || cfg.Hub == nil || cfg.Board == nil {
-		return nil, errors.New("controller: config lacks plan, store, hub or board")
+	if cfg.Plan == nil || cfg.Store == nil || cfg.Board == nil {
+		return nil, errors.New("controller: config lacks plan, store or board")
 	}
-	if len(cfg.Workers) == 0 {
+	if len(cfg.Workers) == 0 && cfg.Pool == nil {
 		return nil, errors.New("controller: no workers")
 	}
 	if err := cfg.Plan.Validate(); err != nil {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -188,6 +189,9 @@ func (c *Controller) decide(obs observation) effects {
 				}
 			}
 		}
+		if c.cfg.Balance && c.state == Working {
+			c.balance(&eff, now, busy)
+		}
 	default:
 		c.stopAllJobs(&eff, now)
 	}
@@ -205,6 +209,7 @@ func (c *Controller) decide(obs observation) effects {
 // results, never across a store call.
 func (c *Controller) apply(ctx context.Context, now time.Time, eff *effects) error {
 	st := c.cfg.Store
+	var startErr error
 	aborted := c.abortAll(ctx, eff.aborts)
 	if eff.state != nil {
 		if err := st.Commit(ctx, putState(*eff.state)); err != nil {
@@ -233,7 +238,13 @@ func (c *Controller) apply(ctx context.Context, now time.Time, eff *effects) err
 			continue // the previous lease may still be alive
 		}
 		if err := c.startJob(ctx, s, now); err != nil {
-			return err
+			if errors.Is(err, store.ErrUnusable) || errors.Is(err, store.ErrClosed) {
+				return err
+			}
+			// One start failing (a worker that cannot be reached, a lease
+			// that cannot be created) must not hold up the other starts
+			// and the pings: the partition is tried again next cycle.
+			startErr = err
 		}
 	}
 	for _, pg := range eff.pings {
@@ -257,7 +268,7 @@ func (c *Controller) apply(ctx context.Context, now time.Time, eff *effects) err
 		c.mu.Unlock()
 		c.abortAll(ctx, lost.aborts)
 	}
-	return nil
+	return startErr
 }
 
 // abort outcomes.
@@ -325,7 +336,11 @@ func (c *Controller) startJob(ctx context.Context, s start, now time.Time) error
 	// The board accepts the job's first post (from Init) only once it owns
 	// the partition.
 	c.cfg.Board.Assign(p.spec.ID, id)
+	c.mu.Unlock()
+	// Start may be a call to another machine: never under the mutex. The
+	// partition has no job meanwhile; nothing but this cycle starts one.
 	h, err := s.worker.Start(spec)
+	c.mu.Lock()
 	if err != nil {
 		c.cfg.Board.Release(p.spec.ID)
 		c.mu.Unlock()

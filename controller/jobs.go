@@ -19,6 +19,14 @@ func (c *Controller) removeFailedJobs(eff *effects, now time.Time) {
 		if p.job == nil {
 			continue
 		}
+		if done, _ := p.job.handle.Done(); done && p.job.finishing {
+			c.finishMove(eff, p, now) // a graceful move: restart at once
+			continue
+		}
+		if p.job.finishing && now.Sub(p.job.finishingAt) >= c.cfg.LostWorkerTimeout {
+			c.finishMove(eff, p, now) // it did not finish in time: stop it
+			continue
+		}
 		if done, err := p.job.handle.Done(); done {
 			c.stats.JobsFailed++
 			if err == nil {
@@ -46,7 +54,7 @@ func (c *Controller) removeFailedJobs(eff *effects, now time.Time) {
 		if reported && st.At.After(seen) {
 			seen = st.At
 		}
-		if now.Sub(seen) >= c.cfg.LostWorkerTimeout {
+		if now.Sub(seen) >= c.cfg.LostWorkerTimeout && heardSince(p.job.worker, seen.Add(c.cfg.LostWorkerTimeout)) {
 			c.stats.JobsLost++
 			c.fail(eff, p, fmt.Errorf("job %s posted no status for %v", p.job.id, now.Sub(seen)), now)
 			continue
@@ -161,8 +169,8 @@ func (c *Controller) allExited(now time.Time) bool {
 // REQUIRES: c.mu held.
 func (c *Controller) chooseWorker(now time.Time, busy map[Worker]int) Worker {
 	var w Worker
-	for _, cand := range c.cfg.Workers {
-		if !cand.AliveAt(now, c.cfg.LostWorkerTimeout) {
+	for _, cand := range c.workers() {
+		if !cand.AliveAt(now, c.cfg.LostWorkerTimeout) || draining(cand) {
 			continue
 		}
 		if w == nil || cand.Load()+busy[cand] < w.Load()+busy[w] {

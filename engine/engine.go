@@ -37,6 +37,11 @@ type Config struct {
 	Hooks job.Hooks
 	// BufferBytes bounds each partition's transport buffer (0: default).
 	BufferBytes int
+	// Pool, if set, runs the jobs on remote workers (the distributed
+	// mode: package cluster) instead of workers in this process; Balance
+	// moves jobs so that no worker holds more than its share.
+	Pool    controller.Pool
+	Balance bool
 }
 
 // Engine is a pipeline running in this process.
@@ -80,12 +85,16 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if n <= 0 {
 		n = 1
 	}
+	if cfg.Pool != nil {
+		n = 0
+	}
 	env := worker.Env{Plan: pl, Store: cfg.Store, Hub: e.hub, Board: e.board, Hooks: cfg.Hooks, Logf: cfg.Logf}
 	for i := 0; i < n; i++ {
 		e.workers = append(e.workers, worker.New(fmt.Sprintf("worker-%d", i), cfg.Store, env))
 	}
 	e.ctl, err = controller.New(controller.Config{
 		Plan: pl, Store: cfg.Store, Hub: e.hub, Board: e.board, Workers: worker.ForController(e.workers),
+		Pool: cfg.Pool, Balance: cfg.Balance,
 		LeaseTimeout: d.LeaseTimeout.Std(), LeasePingPeriod: d.LeasePingPeriod.Std(),
 		LostWorkerTimeout: d.LostJobTimeout.Std(), SchedulerPeriod: d.SchedulerPeriod.Std(),
 		RestartBackoff: d.JobRestartBackoff.Std(), RestartBackoffMax: d.JobRestartBackoffMax.Std(),

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
-	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/plan"
@@ -51,11 +50,15 @@ type Config struct {
 	JobID     plan.JobID
 	Lease     store.LeaseID
 	Store     store.Store
-	Hub       *transport.Hub
-	Board     *board.Board
+	Hub       Transport
+	Board     Board
 	Rand      *rand.Rand
 	Hooks     Hooks
 	Logf      func(format string, args ...any)
+	// Finish, when closed, makes Run return nil after the epoch in flight
+	// (a graceful move: the partition's next job continues from that
+	// commit without redoing it). Nil: only ctx stops the job.
+	Finish <-chan struct{}
 }
 
 // Job runs one partition of a computation: a loop of epochs, each fetching
@@ -307,6 +310,9 @@ func (j *Job) Run(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if j.finishing() {
+			return nil
+		}
 		res, err := j.Epoch(ctx)
 		if err != nil {
 			return err
@@ -332,9 +338,20 @@ func (j *Job) Run(ctx context.Context) error {
 		case <-room:
 		case <-j.acks.wake:
 		case <-j.cfg.Board.ControlChanged(j.comp.Name):
+		case <-j.cfg.Finish:
 		case <-t.C:
 		}
 		t.Stop()
+	}
+}
+
+// finishing reports whether Config.Finish is closed.
+func (j *Job) finishing() bool {
+	select {
+	case <-j.cfg.Finish:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -40,11 +40,11 @@ func TestSinksSeeProgress(t *testing.T) {
 	hub := transport.NewHub(0)
 	j := startTestJob(t, st, hub, pl, "C", plan.PartitionSpec{ID: plan.KeyedPartitionID("C", 0), ToEnd: true})
 	ev := time.Date(2026, 1, 1, 0, 0, 7, 0, time.UTC)
-	j.cfg.Board.SetControl("C", board.Control{InputSystemWM: map[string]store.Timestamp{"in": 42}, EventWM: ev})
+	j.cfg.Board.(*board.Board).SetControl("C", board.Control{InputSystemWM: map[string]store.Timestamp{"in": 42}, EventWM: ev})
 	if _, err := j.Epoch(ctx); err != nil {
 		t.Fatal(err)
 	}
-	j.cfg.Board.SetControl("C", board.Control{InputSystemWM: map[string]store.Timestamp{"in": 50}, EventWM: ev, Draining: true, UpstreamDone: true})
+	j.cfg.Board.(*board.Board).SetControl("C", board.Control{InputSystemWM: map[string]store.Timestamp{"in": 50}, EventWM: ev, Draining: true, UpstreamDone: true})
 	if _, err := j.Epoch(ctx); err != nil {
 		t.Fatal(err)
 	}

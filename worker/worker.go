@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/controller"
 	"github.com/weir-stream/weir/job"
@@ -26,18 +25,25 @@ type Env struct {
 	Plan  *plan.Plan
 	Store store.Store
 	Hub   *transport.Hub
-	Board *board.Board
+	Board job.Board
+	// Endpoint, if set, gives each job its own transport endpoint instead
+	// of Hub (a worker process's network node: transport/remote).
+	Endpoint func(plan.JobSpec) job.Transport
 	// Hooks lets tests crash jobs at named points (nil in production).
 	Hooks job.Hooks
 	Logf  func(format string, args ...any)
 }
 
 // jobConfig builds a job's configuration from its spec and the environment.
-func jobConfig(s plan.JobSpec, env Env) job.Config {
+func jobConfig(s plan.JobSpec, env Env, finish <-chan struct{}) job.Config {
+	var tr job.Transport = env.Hub
+	if env.Endpoint != nil {
+		tr = env.Endpoint(s)
+	}
 	return job.Config{
 		Plan: env.Plan, Comp: s.Comp, Partition: s.Partition, JobID: s.JobID, Lease: s.Lease,
-		Store: env.Store, Hub: env.Hub, Board: env.Board, Hooks: env.Hooks,
-		Rand: rand.New(rand.NewPCG(s.Seed, uint64(s.Lease))), Logf: env.Logf,
+		Store: env.Store, Hub: tr, Board: env.Board, Hooks: env.Hooks,
+		Rand: rand.New(rand.NewPCG(s.Seed, uint64(s.Lease))), Logf: env.Logf, Finish: finish,
 	}
 }
 
@@ -171,12 +177,18 @@ func (w *Worker) Load() int {
 
 // Start runs a job on its own goroutine.
 func (w *Worker) Start(spec plan.JobSpec) (controller.Handle, error) {
-	j, err := job.New(jobConfig(spec, w.env))
+	return w.StartJob(spec)
+}
+
+// StartJob is Start returning the concrete handle.
+func (w *Worker) StartJob(spec plan.JobSpec) (*JobHandle, error) {
+	finish := make(chan struct{})
+	j, err := job.New(jobConfig(spec, w.env, finish))
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &JobHandle{cancel: cancel, done: make(chan struct{}), job: j}
+	h := &JobHandle{cancel: cancel, done: make(chan struct{}), job: j, spec: spec, finishCh: finish}
 	w.mu.Lock()
 	w.jobs[h] = struct{}{}
 	w.mu.Unlock()
@@ -195,8 +207,11 @@ func (w *Worker) Start(spec plan.JobSpec) (controller.Handle, error) {
 
 // JobHandle is a job running on a goroutine.
 type JobHandle struct {
-	cancel context.CancelFunc
-	job    *job.Job
+	cancel   context.CancelFunc
+	job      *job.Job
+	spec     plan.JobSpec
+	finishCh chan struct{}
+	once     sync.Once
 
 	mu   sync.Mutex
 	done chan struct{}
@@ -213,6 +228,24 @@ func (h *JobHandle) finish(err error) {
 
 // Stop asks the job to stop; it does not wait.
 func (h *JobHandle) Stop() { h.cancel() }
+
+// Finish asks the job to stop after the epoch in flight (a graceful move);
+// it does not wait.
+func (h *JobHandle) Finish() { h.once.Do(func() { close(h.finishCh) }) }
+
+// Spec returns what the controller decided about the job.
+func (h *JobHandle) Spec() plan.JobSpec { return h.spec }
+
+// Jobs returns the handles of the worker's running jobs.
+func (w *Worker) Jobs() []*JobHandle {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]*JobHandle, 0, len(w.jobs))
+	for h := range w.jobs {
+		out = append(out, h)
+	}
+	return out
+}
 
 // Done reports whether the job has exited, and its error.
 func (h *JobHandle) Done() (bool, error) {

@@ -12,7 +12,9 @@ import (
 // RandomRun drives the pipeline with a schedule drawn from seed: steps
 // chosen among controller cycles, epochs of random partitions, clock moves,
 // crashes at named points, lost acknowledgements, commits whose outcome is
-// unknown and that land later, aborted leases and worker restarts — then
+// unknown and that land later, aborted leases and worker restarts (with
+// Options.Balance also workers joining and draining, so that balancing
+// moves jobs in the middle of everything else) — then
 // runs without faults until the pipeline completes. It returns the whole
 // trace. The same seed gives the same trace, bit for bit: nothing runs on
 // another goroutine and every choice comes from seed.
@@ -61,11 +63,22 @@ func (s *Sim) RandomRun(seed uint64, steps int) (string, error) {
 			}
 		default:
 			w := s.Workers[r.IntN(len(s.Workers))]
-			s.printf("restart worker %s\n", w.ID())
-			w.Restart()
+			switch m := r.IntN(4); {
+			case !s.o.Balance || m == 0:
+				s.printf("restart worker %s\n", w.ID())
+				w.Restart()
+			case m == 1 && len(s.Workers) < 5:
+				s.printf("worker %s joins\n", s.AddWorker().ID())
+			default:
+				w.draining = !w.draining
+				s.printf("worker %s draining: %v\n", w.ID(), w.draining)
+			}
 		}
 	}
 	s.printf("-- without faults to completion\n")
+	for _, w := range s.Workers {
+		w.draining = false
+	}
 	clear(s.crashes)
 	clear(s.Store.hold)
 	for _, err := range s.Store.Land(s.ctx) {

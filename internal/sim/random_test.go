@@ -48,6 +48,36 @@ func TestSeededRunReproducible(t *testing.T) {
 	}
 }
 
+// TestSeededBalancing: seeded runs with balancing on, workers joining and
+// draining among the other faults (balancing moves jobs in the middle of
+// crashes, lost acks and late commits): every run completes and the oracle
+// holds. The bound itself is shown step by step in testdata/balance.txt.
+func TestSeededBalancing(t *testing.T) {
+	for seed := uint64(10); seed < 20; seed++ {
+		o := randomOptions(seed)
+		o.Balance, o.Infinite = true, false
+		s, err := New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trace, err := s.RandomRun(seed, 300)
+		if err != nil {
+			s.Close()
+			t.Fatalf("%v\n%s", err, tail(trace, 60))
+		}
+		bad, err := s.Oracle()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range bad {
+			t.Errorf("seed %d: %s", seed, b)
+		}
+		moves := s.Ctl.Stats().Moves
+		t.Logf("seed %d: %d workers at the end, %d moves", seed, len(s.Workers), moves)
+		s.Close()
+	}
+}
+
 // randomOptions draws the pipeline's shape from seed.
 func randomOptions(seed uint64) Options {
 	o := Options{Seed: seed, Workers: 1 + int(seed%2), Counters: 1 + int(seed%3), BatchRows: 3 + int(seed%5),

@@ -124,6 +124,8 @@ func optionsFrom(t *testing.T, d *datadriven.TestData) Options {
 			o.LeaseTimeout = dur(t, v)
 		case "lease-check":
 			o.LeaseCheckPeriod = dur(t, v)
+		case "balance":
+			o.Balance = true
 		default:
 			t.Fatalf("%s: new: unknown argument %q", d.Pos, a.Key)
 		}
@@ -220,6 +222,13 @@ func run(t *testing.T, s *Sim, d *datadriven.TestData) string {
 		} else {
 			w.Freeze()
 		}
+	case "add-worker":
+		w := s.AddWorker()
+		s.printf("%s joined\n", w.id)
+	case "drain-worker":
+		s.worker(t, part()).draining = true
+	case "spread":
+		s.printf("jobs per worker: %v\n", s.Spread())
 	case "block-listing":
 		s.BlockListing()
 	case "release-listing":

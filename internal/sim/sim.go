@@ -106,6 +106,9 @@ type Options struct {
 	ExternalStates []*externalstate.Table
 	// Seed seeds the controller's and jobs' randomness.
 	Seed uint64
+	// Balance turns on the controller's partition balancing (the
+	// distributed mode's): workers may join (AddWorker) and drain.
+	Balance bool
 }
 
 func (o *Options) defaults() {
@@ -191,12 +194,8 @@ func New(o Options) (*Sim, error) {
 	for i := 0; i < o.Workers; i++ {
 		s.Workers = append(s.Workers, &Worker{id: fmt.Sprintf("w%d", i), sim: s, lastBeat: s.Clock.Now()})
 	}
-	cws := make([]controller.Worker, len(s.Workers))
-	for i, w := range s.Workers {
-		cws[i] = w
-	}
 	s.Ctl, err = controller.New(controller.Config{
-		Plan: s.Plan, Store: s.Store, Hub: s.Hub, Board: s.Board, Workers: cws,
+		Plan: s.Plan, Store: s.Store, Hub: s.Hub, Board: s.Board, Pool: simPool{s}, Balance: o.Balance,
 		LeaseTimeout: o.LeaseTimeout, LeasePingPeriod: o.LeaseTimeout / 5, LostWorkerTimeout: o.LeaseTimeout / 2,
 		SchedulerPeriod: 100 * time.Millisecond, SyncListings: !o.BackgroundListing, SourceRelistPeriod: time.Second,
 		RestartBackoff: -1, Rand: rand.New(rand.NewPCG(o.Seed, 1)), Logf: s.logf,
@@ -727,6 +726,7 @@ type Worker struct {
 	incarnation int
 	lastBeat    time.Time
 	frozen      bool
+	draining    bool
 	jobs        map[transport.PartitionID]*simJob
 	zombies     []*simJob
 }
@@ -797,6 +797,37 @@ type hooks struct{ s *Sim }
 func (h hooks) Crash(p transport.PartitionID, point job.CrashPoint) error { return h.s.crash(p, point) }
 
 // simJob is a job the simulation steps; it is its own controller.Handle.
+// simPool is the controller's view of the simulation's workers, which may
+// grow (AddWorker).
+type simPool struct{ s *Sim }
+
+func (p simPool) Workers() []controller.Worker {
+	out := make([]controller.Worker, len(p.s.Workers))
+	for i, w := range p.s.Workers {
+		out[i] = w
+	}
+	return out
+}
+
+// AddWorker adds a live worker (one joining the cluster).
+func (s *Sim) AddWorker() *Worker {
+	w := &Worker{id: fmt.Sprintf("w%d", len(s.Workers)), sim: s, lastBeat: s.Clock.Now()}
+	s.Workers = append(s.Workers, w)
+	return w
+}
+
+// Draining implements controller.Drainer.
+func (w *Worker) Draining() bool { return w.draining }
+
+// Spread returns each worker's number of running jobs, in worker order.
+func (s *Sim) Spread() []int {
+	out := make([]int, len(s.Workers))
+	for i, w := range s.Workers {
+		out[i] = w.Load()
+	}
+	return out
+}
+
 type simJob struct {
 	spec    plan.JobSpec
 	j       *job.Job
@@ -824,6 +855,13 @@ func (sj *simJob) Stop() {
 
 // Done implements controller.Handle.
 func (sj *simJob) Done() (bool, error) { return sj.done, sj.err }
+
+// Finish implements controller.Finisher: a simulated job has no epoch in
+// flight between steps, so it finishes at once (its last commit stands).
+func (sj *simJob) Finish() {
+	sj.worker.sim.printf("finish %s on %s\n", sj.spec.JobID, sj.worker.id)
+	sj.close()
+}
 
 func (sj *simJob) fail(err error) {
 	sj.err = err

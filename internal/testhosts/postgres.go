@@ -40,6 +40,12 @@ func (h *Host) StartPostgres() (*Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("PostgreSQL in host %s: %w", h.Name, err)
 	}
+	return h.adopt(srv)
+}
+
+// adopt makes srv the host's server: the network stops it at teardown.
+func (h *Host) adopt(srv *pgtest.Server) (*Postgres, error) {
+	n := h.net
 	pg := &Postgres{Host: h, srv: srv}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -84,3 +90,27 @@ func (p *Postgres) Relaunch() error { return p.srv.Relaunch() }
 
 // Log returns the end of the server's log, for failure messages.
 func (p *Postgres) Log() string { return p.srv.Log() }
+
+// StartPostgresStandby makes the host a streaming standby of primary
+// (pgtest.StartStandby on the host's address, port 5432); Promote makes
+// it the primary after the primary's loss. The network stops it at
+// teardown.
+func (h *Host) StartPostgresStandby(primary *Postgres) (*Postgres, error) {
+	n := h.net
+	srv, err := pgtest.StartStandby(primary.srv, pgtest.Options{
+		Listen:   h.Addr.String(),
+		Port:     PostgresPort,
+		Dir:      n.dir,
+		Launcher: []string{"ip", "netns", "exec", h.ns},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("PostgreSQL standby in host %s: %w", h.Name, err)
+	}
+	return h.adopt(srv)
+}
+
+// SetSynchronous makes the server's commits wait for its standby.
+func (p *Postgres) SetSynchronous() error { return p.srv.SetSynchronous() }
+
+// Promote makes a standby the primary.
+func (p *Postgres) Promote() error { return p.srv.Promote() }

@@ -72,6 +72,20 @@ func StartWith(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s, err := newServer(o, bin, "weir-postgres-")
+	if err != nil {
+		return nil, err
+	}
+	if err := s.init(); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// newServer fills o's defaults (loopback, a free port) and makes the
+// server's directory (named prefix…) and URLs; nothing runs yet.
+func newServer(o Options, bin, prefix string) (*Server, error) {
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1"
 	}
@@ -82,17 +96,13 @@ func StartWith(o Options) (*Server, error) {
 		}
 		o.Port = ports[0]
 	}
-	dir, err := os.MkdirTemp(o.Dir, "weir-postgres-")
+	dir, err := os.MkdirTemp(o.Dir, prefix)
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{opts: o, bin: bin, dir: dir, Port: o.Port}
 	s.URL = fmt.Sprintf("postgres://postgres@%s/weirtest?sslmode=disable", net.JoinHostPort(o.Listen, fmt.Sprint(o.Port)))
 	s.SocketURL = s.socketURL("weirtest")
-	if err := s.init(); err != nil {
-		s.Stop()
-		return nil, err
-	}
 	return s, nil
 }
 

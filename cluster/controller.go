@@ -1,0 +1,149 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/controller"
+	"github.com/weir-stream/weir/engine"
+	"github.com/weir-stream/weir/spec"
+	"github.com/weir-stream/weir/store"
+)
+
+// ErrDeposed says the controller lost its leadership (a standby took over):
+// it must not act any more; it may campaign again as a standby.
+var ErrDeposed = errors.New("cluster: this controller is no longer the active one")
+
+// ControllerConfig configures a controller process.
+type ControllerConfig struct {
+	// ID names the controller (in the leader row and logs).
+	ID string
+	// Admin is the controller's admin address, recorded in the leader row
+	// so that operators' commands find the active controller.
+	Admin string
+	Store store.Store
+	// SpecName and SpecText: the pipeline spec (its file name and bytes).
+	SpecName   string
+	SpecText   []byte
+	Classes    *weir.Registry
+	Connectors *connector.Registry
+	Dial       func(addr string) (grpc.ClientConnInterface, error)
+	// LeaseTimeout: the leadership lease's timeout (a standby takes over
+	// within it, plus Poll, of the active controller's death); default 5s.
+	LeaseTimeout time.Duration
+	// Poll: how often a standby looks at the leader row (default 500ms).
+	Poll time.Duration
+	// Pool's periods (see PoolConfig).
+	SyncPeriod, CallTimeout, RefreshPeriod time.Duration
+	Logf, Warnf                            func(format string, args ...any)
+	// Elected is called once this controller leads, with its running
+	// engine (for status and the admin API).
+	Elected func(*Active)
+}
+
+// Active is a controller that leads: its engine and pool.
+type Active struct {
+	Engine     *engine.Engine
+	Pool       *Pool
+	Leadership *Leadership
+}
+
+// RunController campaigns until this controller is the active one, then
+// runs the pipeline on the registered workers until ctx ends (then it
+// resigns, so a standby takes over at once), the pipeline completes or
+// stops, or the leadership is lost (ErrDeposed).
+func RunController(ctx context.Context, cfg ControllerConfig) (controller.State, error) {
+	if cfg.LeaseTimeout <= 0 {
+		cfg.LeaseTimeout = 5 * time.Second
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 500 * time.Millisecond
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.Warnf == nil {
+		cfg.Warnf = cfg.Logf
+	}
+	sp, err := spec.Parse(cfg.SpecText, cfg.SpecName)
+	if err != nil {
+		return "", err
+	}
+	l, err := Campaign(ctx, cfg.Store, LeaderRecord{ID: cfg.ID, Admin: cfg.Admin}, cfg.LeaseTimeout, cfg.Poll)
+	if err != nil {
+		return "", err
+	}
+	cfg.Warnf("controller %s is active (term %d)", cfg.ID, l.Term())
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go l.Keep(lctx, cfg.LeaseTimeout/5)
+	go func() {
+		select {
+		case <-l.Lost():
+			cancel()
+		case <-lctx.Done():
+		}
+	}()
+	st := Fence(cfg.Store, l)
+	n, err := st.AbortRecorded(lctx)
+	if err != nil {
+		return "", err
+	}
+	if n > 0 {
+		cfg.Logf("cluster: aborted %d job leases of earlier controllers", n)
+	}
+	v, _ := json.Marshal(storedSpec{Name: cfg.SpecName, Text: cfg.SpecText})
+	txn := store.NewTxn()
+	txn.Put(store.FlowState, []byte(specKey), v)
+	if err := st.Commit(lctx, txn); err != nil {
+		return "", deposedOr(l, fmt.Errorf("cluster: store the spec: %w", err))
+	}
+	deposed := make(chan struct{})
+	pool := NewPool(PoolConfig{Store: cfg.Store, Term: l.Term(), SpecHash: SpecHash(cfg.SpecText), Dial: cfg.Dial,
+		SyncPeriod: cfg.SyncPeriod, CallTimeout: cfg.CallTimeout, RefreshPeriod: cfg.RefreshPeriod, Logf: cfg.Logf,
+		AliveTimeout: sp.Dynamic.LostJobTimeout.Std(),
+		Deposed:      func() { close(deposed); cancel() }})
+	eng, err := engine.New(lctx, engine.Config{Spec: sp, Store: st, Classes: cfg.Classes, Connectors: cfg.Connectors,
+		Logf: cfg.Logf, Warnf: cfg.Warnf, Pool: pool, Balance: true})
+	if err != nil {
+		return "", deposedOr(l, err)
+	}
+	pool.cfg.Board = eng.Board()
+	pool.SetController(eng.Controller(), eng.Plan())
+	go pool.Run(lctx)
+	if cfg.Elected != nil {
+		cfg.Elected(&Active{Engine: eng, Pool: pool, Leadership: l})
+	}
+	state, err := eng.Run(lctx)
+	select {
+	case <-deposed:
+		return state, ErrDeposed
+	default:
+	}
+	if l.Err() != nil {
+		return state, fmt.Errorf("%w: %v", ErrDeposed, l.Err())
+	}
+	cancel()
+	if rerr := l.Resign(context.WithoutCancel(ctx)); rerr != nil {
+		cfg.Logf("cluster: resign: %v", rerr)
+	}
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	return state, err
+}
+
+// deposedOr returns ErrDeposed if the leadership was lost, else err.
+func deposedOr(l *Leadership, err error) error {
+	if l.Err() != nil || store.Classify(err) == store.ClassLeaseLost {
+		return fmt.Errorf("%w: %v", ErrDeposed, err)
+	}
+	return err
+}

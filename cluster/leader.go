@@ -1,0 +1,176 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weir-stream/weir/store"
+)
+
+// leaderKey is the flow_state row naming the active controller.
+const leaderKey = "cluster/leader"
+
+// LeaderRecord is the content of the leader row.
+type LeaderRecord struct {
+	// Lease is the active controller's leadership lease; its id is also the
+	// controller's term (leases are issued in increasing order, so a later
+	// leader has a larger term).
+	Lease store.LeaseID `json:"lease"`
+	ID    string        `json:"id"`
+	Admin string        `json:"admin,omitempty"`
+}
+
+// Leadership is a won election: the controller acts only while its lease
+// is alive, and every store write of its controller requires that lease
+// (FencedStore).
+type Leadership struct {
+	st     store.Store
+	Record LeaderRecord
+	lost   chan struct{}
+	err    error
+}
+
+// Term is the leadership's term (its lease id): workers refuse requests of
+// a lower term than the highest they have seen.
+func (l *Leadership) Term() uint64 { return uint64(l.Record.Lease) }
+
+// Lost is closed when the leadership ended (its lease could not be pinged:
+// a standby may have taken over).
+func (l *Leadership) Lost() <-chan struct{} { return l.lost }
+
+// Err says why the leadership was lost.
+func (l *Leadership) Err() error {
+	select {
+	case <-l.lost:
+		return l.err
+	default:
+		return nil
+	}
+}
+
+// ReadLeader returns the leader row (ok false: no controller ever led).
+func ReadLeader(ctx context.Context, st store.Store) (LeaderRecord, bool, error) {
+	v, ok, err := st.Get(ctx, store.FlowState, []byte(leaderKey))
+	if err != nil || !ok {
+		return LeaderRecord{}, false, err
+	}
+	var r LeaderRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return LeaderRecord{}, false, fmt.Errorf("cluster: leader row: %w", err)
+	}
+	return r, true, nil
+}
+
+// Campaign waits until this controller is the active one: while the
+// recorded leader's lease is alive it polls every poll; once that lease
+// ended (aborted, expired: judged by the store's clock) it creates its own
+// lease of timeout and swaps the row in a transaction that checks the row
+// is unchanged (two standbys racing: one wins) and requires the new lease.
+// Standbys take over within timeout (+ poll) of the leader's death.
+func Campaign(ctx context.Context, st store.Store, me LeaderRecord, timeout, poll time.Duration) (*Leadership, error) {
+	for {
+		old, had, err := st.Get(ctx, store.FlowState, []byte(leaderKey))
+		if err == nil {
+			var free bool
+			if free, err = leaderGone(ctx, st, old, had); err == nil && free {
+				l, won, err := claim(ctx, st, me, old, had, timeout)
+				if err != nil {
+					return nil, err
+				}
+				if won {
+					return l, nil
+				}
+			}
+		}
+		if errors.Is(err, store.ErrClosed) {
+			return nil, err
+		}
+		// Any other failure (the database restarting, unreachable) is
+		// tried again at the next poll.
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// leaderGone reports whether the recorded leader's lease has ended.
+func leaderGone(ctx context.Context, st store.Store, old []byte, had bool) (bool, error) {
+	if !had {
+		return true, nil
+	}
+	var r LeaderRecord
+	if err := json.Unmarshal(old, &r); err != nil {
+		return true, nil // unreadable: take over (the check still serializes)
+	}
+	ls, err := st.LeaseState(ctx, r.Lease)
+	if err != nil {
+		return false, err
+	}
+	return ls != store.LeaseActive, nil
+}
+
+// claim tries to swap the leader row from old to a record of a new lease.
+func claim(ctx context.Context, st store.Store, me LeaderRecord, old []byte, had bool, timeout time.Duration) (*Leadership, bool, error) {
+	lease, err := st.CreateLease(ctx, timeout)
+	if err != nil {
+		return nil, false, nil //nolint:nilerr // retried at the next poll
+	}
+	me.Lease = lease
+	v, _ := json.Marshal(me)
+	txn := store.NewTxn(lease)
+	if had {
+		txn.CheckValue(store.FlowState, []byte(leaderKey), old)
+	} else {
+		txn.CheckAbsent(store.FlowState, []byte(leaderKey))
+	}
+	txn.Put(store.FlowState, []byte(leaderKey), v)
+	if err := st.Commit(ctx, txn); err != nil {
+		if store.Classify(err) == store.ClassAmbiguous {
+			// The swap may have landed: read it back, never guess.
+			now, ok, rerr := st.Get(ctx, store.FlowState, []byte(leaderKey))
+			if rerr == nil && ok && string(now) == string(v) {
+				return &Leadership{st: st, Record: me, lost: make(chan struct{})}, true, nil
+			}
+		}
+		// Another standby won, or the commit failed: give the lease up
+		// (fencing anything of it) and try again at the next poll.
+		_ = st.AbortLease(context.WithoutCancel(ctx), lease)
+		return nil, false, nil
+	}
+	return &Leadership{st: st, Record: me, lost: make(chan struct{})}, true, nil
+}
+
+// Keep pings the leadership lease every period until ctx ends or a ping
+// says the lease is lost (then Lost is closed). Failed pings of another
+// kind (the store unreachable for a moment) are retried: the lease
+// expires by itself if they keep failing, and the next ping reports it.
+func (l *Leadership) Keep(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := l.st.PingLease(ctx, l.Record.Lease)
+		if err != nil && store.Classify(err) == store.ClassLeaseLost {
+			l.err = fmt.Errorf("cluster: leadership lost: %w", err)
+			close(l.lost)
+			return
+		}
+	}
+}
+
+// Resign ends the leadership at once (a clean shutdown): a standby takes
+// over at its next poll instead of after the lease timeout.
+func (l *Leadership) Resign(ctx context.Context) error {
+	return l.st.AbortLease(ctx, l.Record.Lease)
+}

@@ -1,0 +1,148 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/weir-stream/weir/clock"
+	"github.com/weir-stream/weir/plan"
+	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/store/pebble"
+)
+
+func testStore(t *testing.T) (store.Store, *clock.Manual) {
+	t.Helper()
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	st, err := pebble.Open(t.TempDir(), pebble.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, clk
+}
+
+// TestElectionHandover: one controller leads; a standby waits while the
+// leader's lease lives and takes over once it expired (the store's clock
+// decides), with a larger term.
+func TestElectionHandover(t *testing.T) {
+	st, clk := testStore(t)
+	ctx := context.Background()
+	a, err := Campaign(ctx, st, LeaderRecord{ID: "a"}, 5*time.Second, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	won := make(chan *Leadership, 1)
+	go func() {
+		b, err := Campaign(ctx, st, LeaderRecord{ID: "b"}, 5*time.Second, time.Millisecond)
+		if err != nil {
+			t.Error(err)
+		}
+		won <- b
+	}()
+	// While a's lease is pinged, b does not win (many polls pass).
+	for i := 0; i < 50; i++ {
+		clk.Advance(time.Second)
+		if err := st.PingLease(ctx, a.Record.Lease); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond)
+		select {
+		case <-won:
+			t.Fatal("the standby won while the leader's lease was alive")
+		default:
+		}
+	}
+	clk.Advance(6 * time.Second) // a's lease expires
+	b := <-won
+	if b == nil || b.Term() <= a.Term() {
+		t.Fatalf("standby's term %v not above %d", b, a.Term())
+	}
+	rec, ok, err := ReadLeader(ctx, st)
+	if err != nil || !ok || rec.ID != "b" {
+		t.Fatalf("leader row = %+v %v %v", rec, ok, err)
+	}
+}
+
+// TestDeposedControllerFenced: after a standby took over, the deposed
+// controller's commits fail with lease lost, a job lease it creates is
+// aborted at once, and the new leader's AbortRecorded aborts every job
+// lease the old one handed out.
+func TestDeposedControllerFenced(t *testing.T) {
+	st, clk := testStore(t)
+	ctx := context.Background()
+	a, err := Campaign(ctx, st, LeaderRecord{ID: "a"}, 5*time.Second, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa := Fence(st, a)
+	jobLease, err := fa.CreateLease(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(6 * time.Second) // a paused past its lease timeout
+	b, err := Campaign(ctx, st, LeaderRecord{ID: "b"}, 5*time.Second, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb := Fence(st, b)
+	n, err := fb.AbortRecorded(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("AbortRecorded = %d, %v; want the old leader's one lease", n, err)
+	}
+	if ls, _ := st.LeaseState(ctx, jobLease); ls != store.LeaseAborted {
+		t.Fatalf("the old leader's job lease is %v", ls)
+	}
+	// The deposed controller wakes up and acts.
+	txn := store.NewTxn()
+	txn.Put(store.FlowState, []byte("pipeline_state"), []byte("stopped"))
+	if err := fa.Commit(ctx, txn); store.Classify(err) != store.ClassLeaseLost {
+		t.Fatalf("deposed commit: %v, want lease lost", err)
+	}
+	if _, ok, _ := st.Get(ctx, store.FlowState, []byte("pipeline_state")); ok {
+		t.Fatal("the deposed controller's write landed")
+	}
+	before := leaseCount(t, st)
+	if _, err := fa.CreateLease(ctx, time.Hour); err == nil {
+		t.Fatal("a deposed controller created a job lease")
+	}
+	// The lease it created before its record failed is aborted: no live
+	// job lease of the old leader exists.
+	if after := leaseCount(t, st); after != before {
+		t.Fatalf("recorded leases %d → %d", before, after)
+	}
+	if _, err := fb.CreateLease(ctx, time.Hour); err != nil {
+		t.Fatalf("the new leader cannot create leases: %v", err)
+	}
+}
+
+func leaseCount(t *testing.T, st store.Store) int {
+	t.Helper()
+	n := 0
+	p := []byte(leasePrefix)
+	err := st.Scan(context.Background(), store.Range{Table: store.FlowState, Lo: p, Hi: append(append([]byte(nil), p...), 0xff)}, func(_, _ []byte) bool {
+		n++
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestWorkerRefusesDeposedController: a worker that has seen a higher term
+// refuses a lower one's heartbeats and starts.
+func TestWorkerRefusesDeposedController(t *testing.T) {
+	w := &Worker{jobs: map[plan.JobID]*runningJob{}}
+	w.cfg.Logf = t.Logf
+	if err := w.checkTermLocked(7); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.checkTermLocked(5); !isDeposed(err) {
+		t.Fatalf("term 5 after 7: %v, want deposed", err)
+	}
+	if !errors.Is(w.checkTermLocked(9), nil) {
+		t.Fatal("a higher term refused")
+	}
+}

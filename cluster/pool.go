@@ -1,0 +1,435 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/weir-stream/weir/board"
+	"github.com/weir-stream/weir/controller"
+	"github.com/weir-stream/weir/plan"
+	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/transport/remote"
+)
+
+// PoolConfig configures the active controller's view of the workers.
+type PoolConfig struct {
+	Store    store.Store
+	Board    *board.Board
+	Term     uint64
+	SpecHash string
+	// Dial connects to a worker (wire.Security.Dial).
+	Dial func(addr string) (grpc.ClientConnInterface, error)
+	// SyncPeriod is the heartbeat period (default 100ms); CallTimeout
+	// bounds each call (default 1s); RefreshPeriod is how often the
+	// registrations are read (default 1s).
+	SyncPeriod, CallTimeout, RefreshPeriod time.Duration
+	// Deposed is called (once) when a worker says a higher term is active.
+	Deposed func()
+	// AliveTimeout is the controller's lost-worker timeout, for Status
+	// (default 3s).
+	AliveTimeout time.Duration
+	Logf         func(format string, args ...any)
+}
+
+// Pool is the set of registered workers as the active controller sees them
+// (controller.Pool): each is heartbeaten on its own goroutine, so a worker
+// that does not answer delays no other.
+type Pool struct {
+	cfg  PoolConfig
+	ctl  *controller.Controller
+	plan *plan.Plan
+
+	mu      sync.Mutex
+	workers map[string]*RemoteWorker
+	list    []controller.Worker
+	deposed sync.Once
+}
+
+// NewPool returns an empty pool; SetController must be called before Run.
+func NewPool(cfg PoolConfig) *Pool {
+	if cfg.SyncPeriod <= 0 {
+		cfg.SyncPeriod = 100 * time.Millisecond
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = time.Second
+	}
+	if cfg.RefreshPeriod <= 0 {
+		cfg.RefreshPeriod = time.Second
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.Deposed == nil {
+		cfg.Deposed = func() {}
+	}
+	if cfg.AliveTimeout <= 0 {
+		cfg.AliveTimeout = 3 * time.Second
+	}
+	return &Pool{cfg: cfg, workers: map[string]*RemoteWorker{}}
+}
+
+// SetController tells the pool whose layout its heartbeats carry.
+func (p *Pool) SetController(c *controller.Controller, pl *plan.Plan) { p.ctl, p.plan = c, pl }
+
+// Workers implements controller.Pool.
+func (p *Pool) Workers() []controller.Worker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.list
+}
+
+// Worker returns the registered worker id (nil if unknown).
+func (p *Pool) Worker(id string) *RemoteWorker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.workers[id]
+}
+
+// Run reads the registrations and heartbeats every worker until ctx ends.
+func (p *Pool) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	t := time.NewTicker(p.cfg.RefreshPeriod)
+	defer t.Stop()
+	for {
+		regs, err := Registrations(ctx, p.cfg.Store)
+		if err != nil {
+			p.cfg.Logf("cluster: read worker registrations: %v", err)
+		}
+		for _, r := range regs {
+			if w := p.add(r); w != nil {
+				wg.Add(1)
+				go func() { defer wg.Done(); w.run(ctx) }()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// add records a registration; it returns a worker that is new to the pool.
+func (p *Pool) add(r Registration) *RemoteWorker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w, ok := p.workers[r.ID]; ok {
+		w.mu.Lock()
+		w.addr = r.Addr
+		w.mu.Unlock()
+		return nil
+	}
+	w := &RemoteWorker{pool: p, id: r.ID, addr: r.Addr, handles: map[plan.JobID]*RemoteHandle{}, counters: map[string]board.Counters{}}
+	p.workers[r.ID] = w
+	ids := make([]string, 0, len(p.workers))
+	for id := range p.workers {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	p.list = make([]controller.Worker, len(ids))
+	for i, id := range ids {
+		p.list[i] = p.workers[id]
+	}
+	p.cfg.Logf("cluster: worker %s registered at %s", r.ID, r.Addr)
+	return w
+}
+
+// addrOf returns a worker's transport address.
+func (p *Pool) addrOf(id string) string {
+	if w := p.Worker(id); w != nil {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.addr
+	}
+	return ""
+}
+
+// RemoteWorker is a worker process as the controller sees it
+// (controller.Worker): alive while it answers heartbeats.
+type RemoteWorker struct {
+	pool *Pool
+	id   string
+
+	mu          sync.Mutex
+	addr        string
+	conn        grpc.ClientConnInterface
+	connAddr    string
+	incarnation uint64
+	lastBeat    time.Time // store clock
+	draining    bool
+	handles     map[plan.JobID]*RemoteHandle
+	counters    map[string]board.Counters
+	countersInc uint64
+}
+
+// ID implements controller.Worker.
+func (w *RemoteWorker) ID() string { return w.id }
+
+// Incarnation implements controller.Worker.
+func (w *RemoteWorker) Incarnation() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return int(w.incarnation)
+}
+
+// AliveAt implements controller.Worker: the worker answered a heartbeat
+// within timeout before now.
+func (w *RemoteWorker) AliveAt(now time.Time, timeout time.Duration) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.lastBeat.IsZero() && now.Sub(w.lastBeat) < timeout
+}
+
+// Load implements controller.Worker: jobs started and not known to have exited.
+func (w *RemoteWorker) Load() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, h := range w.handles {
+		if !h.isDone() {
+			n++
+		}
+	}
+	return n
+}
+
+// LastHeartbeat implements controller.Heartbeater.
+func (w *RemoteWorker) LastHeartbeat() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastBeat
+}
+
+// Draining implements controller.Drainer.
+func (w *RemoteWorker) Draining() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.draining
+}
+
+func (w *RemoteWorker) client() (grpc.ClientConnInterface, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.conn != nil && w.connAddr == w.addr {
+		return w.conn, nil
+	}
+	c, err := w.pool.cfg.Dial(w.addr)
+	if err != nil {
+		return nil, err
+	}
+	w.conn, w.connAddr = c, w.addr
+	return c, nil
+}
+
+// Start implements controller.Worker with a Start call.
+func (w *RemoteWorker) Start(s plan.JobSpec) (controller.Handle, error) {
+	conn, err := w.client()
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	inc := w.incarnation
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), w.pool.cfg.CallTimeout)
+	defer cancel()
+	req := &StartRequest{Term: w.pool.cfg.Term, SpecHash: w.pool.cfg.SpecHash, Comp: s.Comp.Name, Partition: s.Partition,
+		JobID: s.JobID, Lease: s.Lease, Seed: s.Seed, Incarnation: inc}
+	if _, err := invoke[StartRequest, StartReply](ctx, conn, "Start", req); err != nil {
+		if isDeposed(err) {
+			w.pool.deposedNow()
+		}
+		return nil, fmt.Errorf("worker %s: start %s: %w", w.id, s.JobID, err)
+	}
+	h := &RemoteHandle{w: w, id: s.JobID}
+	w.mu.Lock()
+	w.handles[s.JobID] = h
+	w.mu.Unlock()
+	return h, nil
+}
+
+func (p *Pool) deposedNow() {
+	p.deposed.Do(func() {
+		p.cfg.Logf("cluster: a worker reports a controller with a higher term: this controller is deposed")
+		p.cfg.Deposed()
+	})
+}
+
+// run heartbeats the worker every SyncPeriod until ctx ends.
+func (w *RemoteWorker) run(ctx context.Context) {
+	t := time.NewTicker(w.pool.cfg.SyncPeriod)
+	defer t.Stop()
+	for {
+		w.syncOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// syncOnce sends one heartbeat and applies the reply.
+func (w *RemoteWorker) syncOnce(ctx context.Context) {
+	p := w.pool
+	if p.ctl == nil {
+		return
+	}
+	conn, err := w.client()
+	if err != nil {
+		return
+	}
+	req := &SyncRequest{Term: p.cfg.Term, Controls: map[string]board.Control{}}
+	for _, name := range p.plan.Order() {
+		req.Controls[name] = p.cfg.Board.Control(name)
+	}
+	for _, ps := range p.ctl.Partitions() {
+		if ps.Job != "" {
+			req.Routes = append(req.Routes, remote.Route{Partition: ps.Partition, Worker: ps.Worker, Addr: p.addrOf(ps.Worker), Lease: ps.Lease})
+		}
+	}
+	w.mu.Lock()
+	for id, h := range w.handles {
+		switch {
+		case h.isDone():
+		case h.stop:
+			req.Stop = append(req.Stop, id)
+		case h.finish:
+			req.Finish = append(req.Finish, id)
+		}
+	}
+	w.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
+	defer cancel()
+	rep, err := invoke[SyncRequest, SyncReply](cctx, conn, "Sync", req)
+	if err != nil {
+		if isDeposed(err) {
+			p.deposedNow()
+		} else if status.Code(err) != codes.Canceled {
+			p.cfg.Logf("cluster: heartbeat of worker %s: %v", w.id, err)
+		}
+		return
+	}
+	now := p.cfg.Store.Now()
+	for _, s := range rep.Statuses {
+		p.cfg.Board.Post(s) // the board keeps only the current job's
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if rep.Incarnation != w.incarnation {
+		// A new life: every job of the earlier one is gone (the controller
+		// sees the incarnation change and replaces them).
+		for _, h := range w.handles {
+			h.setDone(fmt.Errorf("worker %s restarted", w.id))
+		}
+		w.handles = map[plan.JobID]*RemoteHandle{}
+		w.incarnation = rep.Incarnation
+	}
+	w.lastBeat, w.draining = now, rep.Draining
+	for id, msg := range rep.Exited {
+		if h, ok := w.handles[id]; ok {
+			var err error
+			if msg != "" {
+				err = fmt.Errorf("%s", msg)
+			}
+			h.setDone(err)
+			delete(w.handles, id)
+		}
+	}
+	w.addCounters(rep)
+}
+
+// addCounters adds the growth of the worker's cumulative counters to the
+// board's totals. REQUIRES: w.mu held.
+func (w *RemoteWorker) addCounters(rep *SyncReply) {
+	if w.countersInc != rep.Incarnation {
+		w.counters, w.countersInc = map[string]board.Counters{}, rep.Incarnation
+	}
+	for comp, c := range rep.Counters {
+		prev := w.counters[comp]
+		w.pool.cfg.Board.AddCounters(comp, board.Counters{Epochs: c.Epochs - prev.Epochs, Commits: c.Commits - prev.Commits,
+			Inputs: c.Inputs - prev.Inputs, Duplicates: c.Duplicates - prev.Duplicates, Outputs: c.Outputs - prev.Outputs})
+		w.counters[comp] = c
+	}
+}
+
+// Drain asks the worker to drain.
+func (w *RemoteWorker) Drain(ctx context.Context) error {
+	conn, err := w.client()
+	if err != nil {
+		return err
+	}
+	_, err = invoke[DrainRequest, DrainReply](ctx, conn, "Drain", &DrainRequest{})
+	return err
+}
+
+// RemoteHandle is a job on a remote worker (controller.Handle and
+// controller.Finisher): Stop and Finish travel in the next heartbeats
+// until the worker reports the job exited.
+type RemoteHandle struct {
+	w  *RemoteWorker
+	id plan.JobID
+	// guarded by w.mu
+	stop, finish bool
+	done         bool
+	err          error
+}
+
+// Stop implements controller.Handle.
+func (h *RemoteHandle) Stop() {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	h.stop = true
+}
+
+// Finish implements controller.Finisher.
+func (h *RemoteHandle) Finish() {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	h.finish = true
+}
+
+// Done implements controller.Handle.
+func (h *RemoteHandle) Done() (bool, error) {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	return h.done, h.err
+}
+
+// REQUIRES: h.w.mu held.
+func (h *RemoteHandle) isDone() bool { return h.done }
+
+// REQUIRES: h.w.mu held.
+func (h *RemoteHandle) setDone(err error) { h.done, h.err = true, err }
+
+// WorkerStatus describes one worker for the admin API.
+type WorkerStatus struct {
+	ID          string `json:"id"`
+	Addr        string `json:"addr"`
+	Incarnation uint64 `json:"incarnation"`
+	Alive       bool   `json:"alive"`
+	Draining    bool   `json:"draining"`
+	Jobs        int    `json:"jobs"`
+}
+
+// Status lists the workers.
+func (p *Pool) Status() []WorkerStatus {
+	now := p.cfg.Store.Now()
+	var out []WorkerStatus
+	for _, cw := range p.Workers() {
+		w := cw.(*RemoteWorker)
+		alive := w.AliveAt(now, p.cfg.AliveTimeout)
+		jobs := w.Load()
+		w.mu.Lock()
+		out = append(out, WorkerStatus{ID: w.id, Addr: w.addr, Incarnation: w.incarnation, Alive: alive, Draining: w.draining, Jobs: jobs})
+		w.mu.Unlock()
+	}
+	return out
+}

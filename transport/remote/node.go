@@ -1,0 +1,288 @@
+package remote
+
+import (
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/transport"
+)
+
+// Route says where a partition's current job runs: the worker's transport
+// address and the job's lease (each job life of a partition has its own,
+// larger than every earlier one's).
+type Route struct {
+	Partition transport.PartitionID `json:"partition"`
+	Worker    string                `json:"worker"`
+	Addr      string                `json:"addr"`
+	Lease     store.LeaseID         `json:"lease"`
+}
+
+// Config configures a Node.
+type Config struct {
+	// Worker is this node's worker id; Addr its transport address.
+	Worker, Addr string
+	// BufferBytes bounds each mailbox and each outgoing channel (0: the
+	// transport's default).
+	BufferBytes int
+	// Dial returns a client connection to a peer's address (wire.Security.Dial).
+	Dial func(addr string) (grpc.ClientConnInterface, error)
+	// Logf receives the node's log lines (nil: discard).
+	Logf func(format string, args ...any)
+}
+
+// Node is one worker process's network transport. See the package comment.
+type Node struct {
+	cfg Config
+	// out holds the outgoing channel boxes, keyed channelBox(from, lease,
+	// to); jobs offer into them under their own sender tokens (fenced by
+	// out's sender fence per sending partition).
+	out *transport.Hub
+	// in holds the receiving jobs' mailboxes, keyed mailbox(to, lease);
+	// only the node offers into them, under one token per remote sending
+	// partition and lease (fenced by in's sender fence).
+	in *transport.Hub
+
+	mu       sync.Mutex
+	routes   map[transport.PartitionID]Route
+	local    map[transport.PartitionID]store.LeaseID // jobs running here
+	senders  map[transport.PartitionID]senderReg     // in's registered sender tokens
+	channels map[channelKey]*channel
+	conns    map[string]grpc.ClientConnInterface
+	// changed is closed (and replaced) whenever routes or local jobs
+	// change: waiting forwarders look again.
+	changed chan struct{}
+	closed  bool
+	stats   Stats
+}
+
+// Stats counts what a node did, for tests and status.
+type Stats struct {
+	Pushed, Acked, Fenced, Retried, Reconnects uint64
+}
+
+type senderReg struct {
+	lease store.LeaseID
+	tok   transport.SenderToken
+}
+
+// NewNode returns a node with no routes.
+func NewNode(cfg Config) *Node {
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	return &Node{cfg: cfg, out: transport.NewHub(cfg.BufferBytes), in: transport.NewHub(cfg.BufferBytes),
+		routes: map[transport.PartitionID]Route{}, local: map[transport.PartitionID]store.LeaseID{},
+		senders: map[transport.PartitionID]senderReg{}, channels: map[channelKey]*channel{},
+		conns: map[string]grpc.ClientConnInterface{}, changed: make(chan struct{})}
+}
+
+// Stats returns a copy of the node's counters.
+func (n *Node) Stats() Stats {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.stats
+}
+
+func mailbox(p transport.PartitionID, lease store.LeaseID) transport.PartitionID {
+	return transport.PartitionID(fmt.Sprintf("%s#%d", p, lease))
+}
+
+// SetRoutes replaces the routing table (the active controller's, carried by
+// its heartbeat). Entries for partitions running here with a newer lease
+// than the table's are kept local.
+func (n *Node) SetRoutes(rs []Route) {
+	m := make(map[transport.PartitionID]Route, len(rs))
+	for _, r := range rs {
+		m[r.Partition] = r
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.routes = m
+	n.changedLocked()
+}
+
+// changedLocked wakes every forwarder waiting for a change. REQUIRES: n.mu.
+func (n *Node) changedLocked() {
+	close(n.changed)
+	n.changed = make(chan struct{})
+}
+
+// JobStarted records that a job of partition p with lease runs here: its
+// mailbox accepts deliveries addressed to that life. Call it before the
+// job starts.
+func (n *Node) JobStarted(p transport.PartitionID, lease store.LeaseID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if lease > n.local[p] {
+		n.local[p] = lease
+	}
+	n.changedLocked()
+}
+
+// JobEnded records that the job of p with lease has exited: its mailbox is
+// dropped (senders send its unacknowledged messages again to the next
+// life) and its outgoing channels stop (the next life sends from its
+// outbox).
+func (n *Node) JobEnded(p transport.PartitionID, lease store.LeaseID) {
+	n.mu.Lock()
+	if n.local[p] == lease {
+		delete(n.local, p)
+	}
+	var stop []*channel
+	for k, c := range n.channels {
+		if k.from == p && k.fromLease == lease {
+			stop = append(stop, c)
+			delete(n.channels, k)
+		}
+	}
+	n.changedLocked()
+	n.mu.Unlock()
+	n.in.Drop(mailbox(p, lease))
+	for _, c := range stop {
+		c.stop()
+		n.out.Drop(c.box)
+	}
+}
+
+// Close stops every forwarder.
+func (n *Node) Close() {
+	n.mu.Lock()
+	n.closed = true
+	var stop []*channel
+	for k, c := range n.channels {
+		stop = append(stop, c)
+		delete(n.channels, k)
+	}
+	n.changedLocked()
+	n.mu.Unlock()
+	for _, c := range stop {
+		c.stop()
+	}
+}
+
+// target is where a channel delivers: the newest known life of the
+// receiving partition, here or on another worker.
+type target struct {
+	lease store.LeaseID
+	local bool
+	addr  string
+}
+
+// resolve returns the newest known life of p. REQUIRES: n.mu held.
+func (n *Node) resolveLocked(p transport.PartitionID) (target, bool) {
+	r, routed := n.routes[p]
+	l, here := n.local[p]
+	switch {
+	case here && (!routed || l >= r.Lease):
+		return target{lease: l, local: true}, true
+	case routed && (r.Worker == n.cfg.Worker || r.Addr == n.cfg.Addr):
+		// Routed here, but the job has not started (or has ended): wait.
+		return target{}, false
+	case routed:
+		return target{lease: r.Lease, addr: r.Addr}, true
+	}
+	return target{}, false
+}
+
+// knownLeaseLocked is the newest lease this node knows for partition p.
+// REQUIRES: n.mu held.
+func (n *Node) knownLeaseLocked(p transport.PartitionID) store.LeaseID {
+	return max(n.routes[p].Lease, n.local[p])
+}
+
+// deliver offers a message of channel from(fromLease) → to(toLease) into
+// to's mailbox here. It returns replyAck when the mailbox took it (ack
+// runs once the receiving job acknowledges it), replyRetry when the
+// mailbox is full (wait on room) or the life is unknown here, and
+// replyFenced when the sending life is superseded.
+func (n *Node) deliver(from transport.PartitionID, fromLease store.LeaseID, to transport.PartitionID, toLease store.LeaseID,
+	msg *weir.Message, size int, ack transport.AckFunc, maybeDup, ordered bool) (code byte, room <-chan struct{}, reason string) {
+	n.mu.Lock()
+	if n.local[to] != toLease {
+		n.mu.Unlock()
+		return replyRetry, nil, fmt.Sprintf("%s#%d does not run here", to, toLease)
+	}
+	known := n.knownLeaseLocked(from)
+	switch {
+	case fromLease < known:
+		n.stats.Fenced++
+		n.mu.Unlock()
+		return replyFenced, nil, fmt.Sprintf("%s#%d is superseded by lease %d", from, fromLease, known)
+	case fromLease > known:
+		n.mu.Unlock()
+		return replyRetry, nil, fmt.Sprintf("lease %d of %s is not known here yet", fromLease, from)
+	}
+	reg, ok := n.senders[from]
+	n.mu.Unlock()
+	if !ok || reg.lease < fromLease {
+		reg = n.register(from, fromLease, ordered)
+	}
+	if reg.lease != fromLease {
+		return replyFenced, nil, fmt.Sprintf("%s#%d is superseded by lease %d", from, fromLease, reg.lease)
+	}
+	box := mailbox(to, toLease)
+	if !n.in.Offer(reg.tok, box, msg, size, ack, maybeDup) {
+		return replyRetry, n.in.Ready(box), ""
+	}
+	return replyAck, nil, ""
+}
+
+// register makes lease the sender of partition from in the in hub (unless
+// a newer one is registered): RegisterSender waits for the offers in flight
+// under the previous lease's token and fences them. The token carries the
+// sending life's ordered promise, so that deliveries name their sender and
+// its order as the in-process hub's do.
+func (n *Node) register(from transport.PartitionID, lease store.LeaseID, ordered bool) senderReg {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if reg, ok := n.senders[from]; ok && reg.lease >= lease {
+		return reg
+	}
+	reg := senderReg{lease: lease, tok: n.in.RegisterSender(from, ordered)}
+	n.senders[from] = reg
+	return reg
+}
+
+// Endpoint returns the transport of one job: partition p's life with lease.
+func (n *Node) Endpoint(p transport.PartitionID, lease store.LeaseID) *Endpoint {
+	return &Endpoint{n: n, part: p, lease: lease}
+}
+
+// Endpoint is one job's view of the node (job.Transport): it offers as its
+// partition's life into outgoing channels and receives from its life's
+// mailbox.
+type Endpoint struct {
+	n     *Node
+	part  transport.PartitionID
+	lease store.LeaseID
+}
+
+// RegisterSender fences earlier lives of the partition on this node; the
+// token's ordered promise travels with every message (Delivery.Ordered).
+func (e *Endpoint) RegisterSender(p transport.PartitionID, ordered bool) transport.SenderToken {
+	return e.n.out.RegisterSender(p, ordered)
+}
+
+// Offer queues msg on the channel to partition p; false when the channel's
+// unacknowledged bytes reached its bound (backpressure, see Ready).
+func (e *Endpoint) Offer(from transport.SenderToken, p transport.PartitionID, msg *weir.Message, size int, ack transport.AckFunc, maybeDup bool) bool {
+	c := e.n.channel(channelKey{from: e.part, fromLease: e.lease, to: p})
+	if c == nil {
+		return true // the node is closed: dropped, never acknowledged
+	}
+	return e.n.out.Offer(from, c.box, msg, size, ack, maybeDup)
+}
+
+// Ready is signalled when the channel to p gains room.
+func (e *Endpoint) Ready(p transport.PartitionID) <-chan struct{} {
+	return e.n.out.Ready(channelBox(channelKey{from: e.part, fromLease: e.lease, to: p}))
+}
+
+// Attach attaches to this life's mailbox.
+func (e *Endpoint) Attach(p transport.PartitionID) transport.Receiver {
+	return e.n.in.Attach(mailbox(p, e.lease))
+}
