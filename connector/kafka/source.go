@@ -200,7 +200,13 @@ type sourcePartition struct {
 
 	lastCountCheck time.Time
 	lastReport     time.Time
-	skipped        uint64
+	// groupWant is the highest position reported committed (ReportCommitted),
+	// for group_id: a report skipped by the rate limit is committed to the
+	// group by a later Read or by Close, so that the group offset reaches
+	// the end of a finite partition even when no report after the last one
+	// comes (its job stopped reading once done).
+	groupWant connector.Offset
+	skipped   uint64
 	// answeredAt is when the brokers last answered for the partition (a
 	// fetch response naming it, or an end-offset request); zero before the
 	// first answer. See checkReachable.
@@ -228,6 +234,7 @@ func (sp *sourcePartition) Key() string  { return sp.key }
 func (sp *sourcePartition) Finite() bool { return sp.s.params.Finite }
 
 func (sp *sourcePartition) Close() error {
+	sp.flushGroup()
 	if sp.cl != nil {
 		sp.cl.Close()
 		sp.cl = nil
@@ -246,6 +253,12 @@ func (sp *sourcePartition) Read(ctx context.Context, from connector.Offset, maxR
 		}
 	}
 	sp.checkPartitionCount(ctx)
+	if time.Since(sp.lastReport) >= reportPeriod && sp.groupWant > 0 {
+		sp.lastReport = time.Now()
+		if err := sp.commitGroup(ctx, sp.groupWant); err != nil {
+			sp.s.logf("kafka source %s: %s: %v", sp.s.path, sp.key, err)
+		}
+	}
 	polled := false
 	if len(sp.buf) == 0 {
 		if err := sp.poll(ctx, maxRows); err != nil {
@@ -591,8 +604,13 @@ func (sp *sourcePartition) ReportCommitted(ctx context.Context, next connector.O
 	// checkpoint is still correct (a seek scans from it), so they are
 	// rate-limited, except at the end of what is readable now.
 	caughtUp := next == sp.handed && len(sp.buf) == 0
+	lag := next
+	if next == sp.handed {
+		lag = sp.next // past a trailing gap (a transaction marker)
+	}
+	sp.groupWant = max(sp.groupWant, lag)
 	if !caughtUp && time.Since(sp.lastReport) < reportPeriod {
-		return nil
+		return nil // the group offset follows at the next Read or at Close (flushGroup)
 	}
 	sp.lastReport = time.Now()
 	var errs []error
@@ -603,17 +621,27 @@ func (sp *sourcePartition) ReportCommitted(ctx context.Context, next connector.O
 			errs = append(errs, fmt.Errorf("timestamp checkpoint: %w", err))
 		}
 	}
-	lag := next
-	if next == sp.handed {
-		lag = sp.next // past a trailing gap (a transaction marker)
-	}
-	if err := sp.commitGroup(ctx, lag); err != nil {
+	if err := sp.commitGroup(ctx, sp.groupWant); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("kafka source %s: %s: %w", sp.s.path, sp.key, err)
 	}
 	return nil
+}
+
+// flushGroup commits the last reported position to group_id if a rate
+// limit held it back (best effort, bounded: it runs when the partition is
+// closed, and a lag tool's view is advisory).
+func (sp *sourcePartition) flushGroup() {
+	if sp.groupWant == 0 || sp.s.params.GroupID == "" || sp.adm == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := sp.commitGroup(ctx, sp.groupWant); err != nil {
+		sp.s.logf("kafka source %s: %s: %v", sp.s.path, sp.key, err)
+	}
 }
 
 // commitGroup commits off to group_id, if set (for lag tools only). The
