@@ -264,18 +264,7 @@ func (a *attachment) Ack(ids ...msgid.ID) {
 			b.redeliver(e)
 		}
 	}
-	// Drop the acknowledged prefix so the slice does not grow forever.
-	n := 0
-	for n < len(b.entries) && b.entries[n].acked {
-		n++
-	}
-	if n > 0 {
-		b.entries = append(b.entries[:0:0], b.entries[n:]...)
-		b.cursor -= n
-		if b.cursor < 0 {
-			b.cursor = 0
-		}
-	}
+	b.dropAckedPrefix()
 	if len(acks) > 0 {
 		signal(b.room)
 	}
@@ -283,6 +272,25 @@ func (a *attachment) Ack(ids ...msgid.ID) {
 	for _, h := range acks {
 		h.ack(h.id)
 	}
+}
+
+// dropAckedPrefix removes the acknowledged entries at the front so the
+// slice does not grow forever. It compacts in place, and only once the
+// prefix is at least half of the entries (or 1024 of them): copying the
+// unacknowledged rest on every acknowledgement made each epoch's Ack cost
+// the whole buffer, and a new array each time. REQUIRES: b.mu held.
+func (b *mailbox) dropAckedPrefix() {
+	n := 0
+	for n < len(b.entries) && b.entries[n].acked {
+		n++
+	}
+	if n == 0 || (n < 1024 && 2*n < len(b.entries)) {
+		return
+	}
+	rest := copy(b.entries, b.entries[n:])
+	clear(b.entries[rest:])
+	b.entries = b.entries[:rest]
+	b.cursor = max(b.cursor-n, 0)
 }
 
 func (a *attachment) Pending() int {
