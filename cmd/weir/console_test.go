@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weir-stream/weir/internal/testproc"
 )
 
 const chromiumPath = "/usr/bin/chromium"
@@ -39,11 +41,7 @@ func consoleTools(t *testing.T) (node, web string) {
 		missing = append(missing, "playwright-core (cd cli/console/web && npm ci)")
 	}
 	if len(missing) > 0 {
-		msg := "the console test needs " + strings.Join(missing, ", ")
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg + "; .ci/run must install them")
-		}
-		t.Skip(msg)
+		testproc.Missing(t, "the console test needs "+strings.Join(missing, ", "))
 	}
 	return node, web
 }

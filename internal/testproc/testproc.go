@@ -8,12 +8,14 @@ package testproc
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
+	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/weir-stream/weir/internal/freeport"
 )
 
 // Command runs name with args, as the OS user asUser when it is not ""
@@ -56,35 +58,42 @@ func IDs(name string) (uid, gid int, err error) {
 
 // Missing reports that a service a test needs is not here: it skips t with
 // msg, except under CI=true, where it fails t — CI installs every service,
-// so a missing one there is a broken build, never a silent skip.
+// so a missing one there is a broken build, never a silent skip. msg names
+// the service and the command that installs it.
+//
+// go test shows a skip only with -v, so the skip is also appended to the
+// file named by $WEIR_SKIP_LOG (a line "test name<TAB>msg"), from which
+// scripts/test — the README's test command — prints one summary line at
+// the end of the run.
 func Missing(t testing.TB, msg string) {
 	t.Helper()
 	if os.Getenv("CI") == "true" {
 		t.Fatalf("%s (CI=true: failing instead of skipping)", msg)
 	}
+	RecordSkip(t, msg)
 	t.Skip(msg)
+}
+
+// RecordSkip appends "t's name<TAB>msg" to $WEIR_SKIP_LOG, if set: a skip
+// the run's summary must name. One write of one line to a file opened for
+// appending, so that test binaries running in parallel do not interleave.
+func RecordSkip(t testing.TB, msg string) {
+	path := os.Getenv("WEIR_SKIP_LOG")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	line := strings.NewReplacer("\t", " ", "\n", " ").Replace(msg)
+	f.WriteString(t.Name() + "\t" + line + "\n")
 }
 
 // FreePorts returns n distinct free TCP ports on 127.0.0.1 (free when
 // asked: a server started right after normally gets them).
-func FreePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
+func FreePorts(n int) ([]int, error) { return freeport.Loopback(n) }
 
 // Tail returns the last 3000 bytes of the file at path, headed by its
 // path, or "" if it cannot be read.

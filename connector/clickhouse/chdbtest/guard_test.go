@@ -5,6 +5,8 @@ package chdbtest
 import (
 	"os"
 	"testing"
+
+	"github.com/weir-stream/weir/internal/testproc"
 )
 
 // TestNeedsChdbTag reports how to run this package's tests: they are
@@ -16,5 +18,7 @@ func TestNeedsChdbTag(t *testing.T) {
 		t.Log("chDB tests run in .ci/run with -tags chdb")
 		return
 	}
-	t.Skip("chDB tests need: go test -tags chdb ./connector/clickhouse/chdbtest with CHDB_LIB_PATH=<libchdb.so> (npm install @chdb/lib-linux-x64-gnu@26.7.3-stable.1)")
+	msg := "chDB tests need: go test -tags chdb ./connector/clickhouse/chdbtest with CHDB_LIB_PATH=<libchdb.so> (npm install @chdb/lib-linux-x64-gnu@26.7.3-stable.1)"
+	testproc.RecordSkip(t, msg)
+	t.Skip(msg)
 }
