@@ -97,10 +97,12 @@ func counterSpecWith(brokers []string, readerClass, sinkClass, sinkParams string
 
 // e2e is one end-to-end run's fixture.
 type e2e struct {
-	c    *kfake.Cluster
+	c    kafka.Brokers
 	want map[string]int
-	mu   sync.Mutex
-	logs []string
+	// timeout bounds a run (60 s if zero).
+	timeout time.Duration
+	mu      sync.Mutex
+	logs    []string
 }
 
 func newE2E(t testing.TB) *e2e {
@@ -129,6 +131,9 @@ func (f *e2e) writeEvents(t testing.TB, n, keys int, seed uint64) {
 	t.Helper()
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(seed, 7))
+	// Record times start an hour ago: a real broker refuses times more
+	// than an hour ahead (log.message.timestamp.after.max.ms).
+	base := time.Now().Add(-time.Hour).Unix()
 	plain := kafka.NewClientForTest(t, f.c)
 	txn := kafka.NewClientForTest(t, f.c, kgo.TransactionalID(fmt.Sprintf("input-%d", seed)))
 	for i := 0; i < n; {
@@ -137,7 +142,7 @@ func (f *e2e) writeEvents(t testing.TB, n, keys int, seed uint64) {
 		for j := range recs {
 			k := fmt.Sprintf("k%02d", r.IntN(keys))
 			recs[j] = &kgo.Record{Topic: "events", Key: []byte(k), Value: fmt.Appendf(nil, `{"key":%q}`, k),
-				Timestamp: time.Unix(2_000_000_000-int64(i+j), 0)}
+				Timestamp: time.Unix(base-int64(i+j), 0)}
 			f.want[k]++
 		}
 		i += batch
@@ -193,7 +198,11 @@ func (f *e2e) run(t testing.TB, specText string, hooks job.Hooks) {
 	if err := kafka.RegisterWith(conns, kafka.TestOptionsForTest(f.logf)); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	timeout := f.timeout
+	if timeout == 0 {
+		timeout = 60 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	e, err := engine.New(ctx, engine.Config{Spec: p, Store: st, Classes: engine.DefaultClasses(), Connectors: conns, Logf: f.logf, Hooks: hooks})
 	if err != nil {
@@ -267,6 +276,11 @@ func (f *e2e) checkLagGroup(t testing.TB) {
 		o, ok := offs.Lookup("events", e.Partition)
 		if !ok || o.At < e.Offset-1 || o.At > e.Offset {
 			t.Errorf("group weir-counter at %+v for partition %d, want %d (or one less)", o.At, e.Partition, e.Offset)
+			for _, l := range strings.Split(f.logText(), "\n") {
+				if strings.Contains(l, "group") {
+					t.Log(l)
+				}
+			}
 		}
 	})
 }
@@ -380,7 +394,7 @@ func TestEngineExactlyOnce(t *testing.T) {
 			if tc.faults {
 				crashes = enginetest.NewCrashes(tc.seed, 0.1, 20)
 				hooks = crashes
-				fenced = injectFaults(t, f.c)
+				fenced = injectFaults(t, f.c.(*kfake.Cluster))
 			}
 			f.run(t, counterSpec(f.c.ListenAddrs(), kafka.SinkClassName, ""), hooks)
 			f.checkExactlyOnce(t)

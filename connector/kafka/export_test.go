@@ -10,3 +10,6 @@ var (
 	ReadTopicForTest     = readTopic
 	TestOptionsForTest   = testOptions
 )
+
+// Brokers is a Kafka cluster the tests reach (kfake or a real one).
+type Brokers = brokers

@@ -41,6 +41,17 @@ func newCluster(t testing.TB, topics map[string]int32, opts ...kfake.Opt) *kfake
 	return c
 }
 
+// brokers is a Kafka cluster the tests reach: kfake's in-process cluster
+// or a real Apache Kafka cluster (kafkabroker.Cluster).
+type brokers interface{ ListenAddrs() []string }
+
+// clusterFunc starts a cluster with topics (name → partition count) for
+// t: kfakeCluster, or a real broker (realbroker_test.go). Tests that need
+// no kfake fault injection take one, so that they run on both.
+type clusterFunc func(t testing.TB, topics map[string]int32) brokers
+
+func kfakeCluster(t testing.TB, topics map[string]int32) brokers { return newCluster(t, topics) }
+
 // testOptions are connector Options for tests: quick retries, logs kept.
 func testOptions(logf func(string, ...any)) Options {
 	return Options{
@@ -50,7 +61,7 @@ func testOptions(logf func(string, ...any)) Options {
 	}
 }
 
-func newClient(t testing.TB, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
+func newClient(t testing.TB, c brokers, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond })}, opts...)...)
@@ -63,12 +74,12 @@ func newClient(t testing.TB, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
 
 // readCommitted reads every record of topic visible to read_committed, up
 // to the last stable offset of each partition at the call.
-func readCommitted(t testing.TB, c *kfake.Cluster, topic string) []*kgo.Record {
+func readCommitted(t testing.TB, c brokers, topic string) []*kgo.Record {
 	t.Helper()
 	return readTopic(t, c, topic, true)
 }
 
-func readTopic(t testing.TB, c *kfake.Cluster, topic string, committed bool) []*kgo.Record {
+func readTopic(t testing.TB, c brokers, topic string, committed bool) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -253,7 +264,7 @@ func idsOf(msgs []*weir.Message) []msgid.ID {
 	return out
 }
 
-func sinkParams(c *kfake.Cluster, extra map[string]any) connector.SinkParams {
+func sinkParams(c brokers, extra map[string]any) connector.SinkParams {
 	p := map[string]any{"brokers": c.ListenAddrs(), "topic": "out", "key_column": "key"}
 	for k, v := range extra {
 		p[k] = v

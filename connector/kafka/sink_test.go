@@ -72,8 +72,10 @@ func newTestSink(t testing.TB, sp connector.SinkParams) *Sink {
 // Kafka commit, before the epoch recorded it): the new instance acks the
 // covered messages without writing them; read_committed sees each once,
 // with the message id header.
-func TestSinkExactlyOnceRestart(t *testing.T) {
-	c := newCluster(t, map[string]int32{"out": 3})
+func TestSinkExactlyOnceRestart(t *testing.T) { testSinkExactlyOnceRestart(t, kfakeCluster) }
+
+func testSinkExactlyOnceRestart(t *testing.T, newC clusterFunc) {
+	c := newC(t, map[string]int32{"out": 3})
 	h := newSinkHarness(t)
 	msgs := messages(100, "k", 0, 50)
 
@@ -133,8 +135,10 @@ func TestSinkExactlyOnceRestart(t *testing.T) {
 // Sync reports ErrFenced (the broker answers the zombie's produce with
 // INVALID_PRODUCER_EPOCH or PRODUCER_FENCED), and nothing it wrote after the fence is visible
 // to read_committed; the replacement's messages are, once each.
-func TestSinkZombieFenced(t *testing.T) {
-	c := newCluster(t, map[string]int32{"out": 2})
+func TestSinkZombieFenced(t *testing.T) { testSinkZombieFenced(t, kfakeCluster) }
+
+func testSinkZombieFenced(t *testing.T, newC clusterFunc) {
+	c := newC(t, map[string]int32{"out": 2})
 	h := newSinkHarness(t)
 	zombie := newTestSink(t, sinkParams(c, nil))
 	h.init(zombie)
@@ -185,8 +189,10 @@ func TestSinkZombieFenced(t *testing.T) {
 // Kafka (the bound was raised and the writes ran), but the marker group is
 // gone: a new instance refuses to write, with an error naming the group
 // and the seqNo range; allow_missing_progress_marker lets it resume.
-func TestSinkMarkerLost(t *testing.T) {
-	c := newCluster(t, map[string]int32{"out": 1})
+func TestSinkMarkerLost(t *testing.T) { testSinkMarkerLost(t, kfakeCluster) }
+
+func testSinkMarkerLost(t *testing.T, newC clusterFunc) {
+	c := newC(t, map[string]int32{"out": 1})
 	h := newSinkHarness(t)
 	s1 := newTestSink(t, sinkParams(c, nil))
 	h.init(s1)

@@ -631,15 +631,20 @@ func (sp *sourcePartition) ReportCommitted(ctx context.Context, next connector.O
 }
 
 // flushGroup commits the last reported position to group_id if a rate
-// limit held it back (best effort, bounded: it runs when the partition is
-// closed, and a lag tool's view is advisory).
+// limit or a failure held it back (best effort, bounded: it runs when the
+// partition is closed, and a lag tool's view is advisory). Answers that
+// say "not now" are retried for up to 10 s: a broker that has just
+// restarted answers UNKNOWN_TOPIC_OR_PARTITION or NOT_COORDINATOR for a
+// while, and a finite partition's last report would otherwise leave the
+// group behind for good (seen on a real broker SIGKILLed mid-run). A
+// broker that cannot be dialed is not waited for.
 func (sp *sourcePartition) flushGroup() {
 	if sp.groupWant == 0 || sp.s.params.GroupID == "" || sp.adm == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := sp.commitGroup(ctx, sp.groupWant); err != nil {
+	if err := retryCoordinator(ctx, func() error { return sp.commitGroup(ctx, sp.groupWant) }); err != nil {
 		sp.s.logf("kafka source %s: %s: %v", sp.s.path, sp.key, err)
 	}
 }

@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/store"
@@ -64,7 +66,7 @@ func (l *logBuf) String() string {
 	return strings.Join(l.lines, "\n")
 }
 
-func newTestSource(t testing.TB, c *kfake.Cluster, st store.Store, logs *logBuf, params map[string]any) *Source {
+func newTestSource(t testing.TB, c brokers, st store.Store, logs *logBuf, params map[string]any) *Source {
 	t.Helper()
 	p := map[string]any{"brokers": c.ListenAddrs(), "topic": "in", "finite": true}
 	for k, v := range params {
@@ -135,8 +137,10 @@ func offsets(recs []connector.Record) []int64 {
 // committed records only; the gaps (markers, aborted records) show as
 // offset jumps, and the finite partition ends at the high watermark.
 // read_uncommitted sees the aborted records too.
-func TestSourceOffsetsWithGaps(t *testing.T) {
-	c := newCluster(t, map[string]int32{"in": 1})
+func TestSourceOffsetsWithGaps(t *testing.T) { testSourceOffsetsWithGaps(t, kfakeCluster) }
+
+func testSourceOffsetsWithGaps(t *testing.T, newC clusterFunc) {
+	c := newC(t, map[string]int32{"in": 1})
 	txn := newClient(t, c, kgo.TransactionalID("writer"))
 	plain := newClient(t, c)
 	produceTxn(t, txn, "in", true, `{"key":"a"}`, `{"key":"b"}`, `{"key":"c"}`) // 0-2, marker 3
@@ -185,8 +189,10 @@ func TestSourceOffsetsWithGaps(t *testing.T) {
 // counts too), and a partition reopened at a committed position (with the checkpoint ReportCommitted stored, or
 // without a store, scanning from the start) gives every record the same
 // WriteTimestamp as the first read did.
-func TestSourceTimestampsStable(t *testing.T) {
-	c := newCluster(t, map[string]int32{"in": 1})
+func TestSourceTimestampsStable(t *testing.T) { testSourceTimestampsStable(t, kfakeCluster) }
+
+func testSourceTimestampsStable(t *testing.T, newC clusterFunc) {
+	c := newC(t, map[string]int32{"in": 1})
 	plain := newClient(t, c)
 	base := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	var recs []*kgo.Record
@@ -252,8 +258,10 @@ func TestSourceTimestampsStable(t *testing.T) {
 // TestSourceMalformed: with malformed_message_policy = fail a value that
 // is not a JSON object stops the read with an error naming topic,
 // partition and offset; with skip it is logged and skipped (a gap).
-func TestSourceMalformed(t *testing.T) {
-	c := newCluster(t, map[string]int32{"in": 1})
+func TestSourceMalformed(t *testing.T) { testSourceMalformed(t, kfakeCluster) }
+
+func testSourceMalformed(t *testing.T, newC clusterFunc) {
+	c := newC(t, map[string]int32{"in": 1})
 	produce(t, newClient(t, c),
 		&kgo.Record{Topic: "in", Value: []byte(`{"key":"a"}`)},
 		&kgo.Record{Topic: "in", Value: []byte(`not json`)},
@@ -315,8 +323,10 @@ func TestSourceRawAndFilter(t *testing.T) {
 
 // TestSourcePartitionCountChange: partitions added to the topic after the
 // layout are reported in the log (they are read only after a restart).
-func TestSourcePartitionCountChange(t *testing.T) {
-	c := newCluster(t, map[string]int32{"in": 2})
+func TestSourcePartitionCountChange(t *testing.T) { testSourcePartitionCountChange(t, kfakeCluster) }
+
+func testSourcePartitionCountChange(t *testing.T, newC clusterFunc) {
+	c := newC(t, map[string]int32{"in": 2})
 	logs := &logBuf{}
 	o := testOptions(logs.logf)
 	o.ClientOpts = append(o.ClientOpts, kgo.MetadataMinAge(10*time.Millisecond))
@@ -353,9 +363,11 @@ func TestSourcePartitionCountChange(t *testing.T) {
 // lag report made after the epoch commit, without the job's lease; a job
 // replaced while it still runs (a zombie) reports an older offset late,
 // and that must not move the group's offset back.
-func TestGroupOffsetOnlyMovesForward(t *testing.T) {
+func TestGroupOffsetOnlyMovesForward(t *testing.T) { testGroupOffsetOnlyMovesForward(t, kfakeCluster) }
+
+func testGroupOffsetOnlyMovesForward(t *testing.T, newC clusterFunc) {
 	ctx := context.Background()
-	c := newCluster(t, map[string]int32{"in": 1})
+	c := newC(t, map[string]int32{"in": 1})
 	plain := newClient(t, c)
 	for i := 0; i < 20; i++ {
 		produce(t, plain, &kgo.Record{Topic: "in", Value: []byte(fmt.Sprintf(`{"key":"k%d"}`, i))})
@@ -463,5 +475,37 @@ func TestSourceUnreachableBrokersFailRead(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGroupOffsetFlushRetried: a broker that has just restarted answers
+// offset commits with UNKNOWN_TOPIC_OR_PARTITION for a while (seen on a
+// real broker SIGKILLed mid-run: the group stayed at the start of every
+// partition). The report that meets it fails; closing the partition
+// commits the group offset once the broker answers again.
+func TestGroupOffsetFlushRetried(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, map[string]int32{"in": 1})
+	plain := newClient(t, c)
+	for i := 0; i < 5; i++ {
+		produce(t, plain, &kgo.Record{Topic: "in", Value: []byte(fmt.Sprintf(`{"key":"k%d"}`, i))})
+	}
+	s := newTestSource(t, c, nil, nil, map[string]any{"group_id": "lag"})
+	if _, err := s.Partitions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, next, p := readAll(t, s, "in/0", 0, 100)
+	fault := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Err: kerr.UnknownTopicOrPartition, Count: 4})
+	defer fault.Remove()
+	if err := p.ReportCommitted(ctx, next); err == nil {
+		t.Fatal("the report met no injected error: the test proves nothing")
+	}
+	p.Close()
+	offs, err := kadm.NewClient(newClient(t, c)).FetchOffsets(ctx, "lag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs.Lookup("in", 0); !ok || o.At != int64(next) {
+		t.Fatalf("group offset %+v (found %v) after close, want %d", o, ok, next)
 	}
 }

@@ -110,16 +110,26 @@ func (w *txnWriter) close() {
 func (w *txnWriter) fetchMarker(ctx context.Context) (marker, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.s.params.TransactionTimeout.Std())
 	defer cancel()
-	resps, err := w.adm.FetchOffsets(kadm.RequireStable(ctx), w.txnID)
+	var (
+		r  kadm.OffsetResponse
+		ok bool
+	)
+	err := retryCoordinator(ctx, func() error {
+		resps, err := w.adm.FetchOffsets(kadm.RequireStable(ctx), w.txnID)
+		if err != nil {
+			return err
+		}
+		r, ok = resps.Lookup(w.s.params.Topic, 0)
+		if ok && r.Err != nil {
+			return r.Err
+		}
+		return nil
+	})
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		return marker{}, nil // no group: no marker
 	}
 	if err != nil {
 		return marker{}, err
-	}
-	r, ok := resps.Lookup(w.s.params.Topic, 0)
-	if ok && r.Err != nil {
-		return marker{}, r.Err
 	}
 	if !ok || r.At < 0 {
 		return marker{}, nil
@@ -268,7 +278,7 @@ func (w *txnWriter) commitMarker(ctx context.Context, producer connector.Produce
 	}
 	add := kmsg.NewPtrAddOffsetsToTxnRequest()
 	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = w.txnID, id, epoch, w.txnID
-	if err := retryConcurrent(ctx, func() error {
+	if err := retryCoordinator(ctx, func() error {
 		resp, err := add.RequestWith(ctx, w.cl)
 		if err != nil {
 			return err
@@ -288,7 +298,7 @@ func (w *txnWriter) commitMarker(ctx context.Context, producer connector.Produce
 	p.Metadata = &meta
 	t.Partitions = append(t.Partitions, p)
 	req.Topics = append(req.Topics, t)
-	return retryConcurrent(ctx, func() error {
+	return retryCoordinator(ctx, func() error {
 		resp, err := req.RequestWith(ctx, w.cl)
 		if err != nil {
 			return err
@@ -320,7 +330,7 @@ func (w *txnWriter) commitInitialMarker(ctx context.Context, seq connector.SeqNo
 	}
 	end := kmsg.NewPtrEndTxnRequest()
 	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = w.txnID, id, epoch, true
-	if err := retryConcurrent(ctx, func() error {
+	if err := retryCoordinator(ctx, func() error {
 		resp, err := end.RequestWith(ctx, w.cl)
 		if err != nil {
 			return err
@@ -332,13 +342,20 @@ func (w *txnWriter) commitInitialMarker(ctx context.Context, seq connector.SeqNo
 	return w.open(ctx)
 }
 
-// retryConcurrent retries fn while the coordinator answers
-// CONCURRENT_TRANSACTIONS (the previous transaction is still completing).
-func retryConcurrent(ctx context.Context, fn func() error) error {
+// retryCoordinator retries fn while a coordinator answers with an error
+// that says "not now": CONCURRENT_TRANSACTIONS (the previous transaction
+// is still completing) or a retriable error code (kerr.IsRetriable: the
+// coordinator is not available, moving or loading — a real broker answers
+// so while __consumer_offsets or __transaction_state is being created, or
+// after a broker restart — or an offset fetch at require_stable meets a
+// pending transactional commit, UNSTABLE_OFFSET_COMMIT). Each request it
+// is used for is safe to repeat with the same producer id and epoch. It
+// gives up when ctx ends, returning fn's last error.
+func retryCoordinator(ctx context.Context, fn func() error) error {
 	delay := 10 * time.Millisecond
 	for {
 		err := fn()
-		if !errors.Is(err, kerr.ConcurrentTransactions) {
+		if err == nil || !(errors.Is(err, kerr.ConcurrentTransactions) || kerr.IsRetriable(err)) {
 			return err
 		}
 		t := time.NewTimer(delay)

@@ -1,0 +1,230 @@
+package kafka_test
+
+// The end-to-end pipeline (Kafka → Reader → Counter → Kafka sink, through
+// engine.New) on real Apache Kafka brokers (internal/kafkabroker), with the
+// faults a fake cannot make: jobs crashed at the engine's named points, a
+// broker stopped and restarted while transactions run, a broker SIGKILLed
+// mid-transaction (its coordinator's open transactions are recovered from
+// its log on restart), a three-broker cluster losing a node for good, and
+// a transaction the broker itself aborts after its timeout. The oracle is
+// Apache Kafka's own Java console consumer at read_committed: every key's
+// counts 1..n exactly once (at-least-once sinks: none missing), nothing
+// from aborted input, and the source's group offsets at the partitions'
+// ends.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/weir-stream/weir/connector/kafka"
+	"github.com/weir-stream/weir/internal/enginetest"
+	"github.com/weir-stream/weir/internal/kafkabroker"
+	"github.com/weir-stream/weir/internal/kafkabroker/kafkatest"
+	"github.com/weir-stream/weir/job"
+)
+
+// newRealE2E is newE2E on a real cluster of nodes.
+func newRealE2E(t testing.TB, nodes int) (*e2e, *kafkabroker.Cluster) {
+	c := kafkatest.Start(t, nodes, map[string]int32{"events": 3, "counts": 2}, nil)
+	return &e2e{c: c, want: map[string]int{}, timeout: 3 * time.Minute}, c
+}
+
+// javaCounts reads "counts" with the Java console consumer at
+// read_committed: per key, the sorted counts.
+func javaCounts(t testing.TB, c *kafkabroker.Cluster) map[string][]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	recs, err := c.ConsumeCommitted(ctx, "counts", 4*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]int64{}
+	for _, r := range recs {
+		var row struct {
+			Key   string `json:"key"`
+			Count int64  `json:"count"`
+		}
+		if err := json.Unmarshal([]byte(r.Value), &row); err != nil {
+			t.Fatalf("output %q: %v", r.Value, err)
+		}
+		if r.Key != row.Key {
+			t.Fatalf("output key %q, row key %q", r.Key, row.Key)
+		}
+		got[row.Key] = append(got[row.Key], row.Count)
+	}
+	for _, c := range got {
+		sort.Slice(c, func(i, j int) bool { return c[i] < c[j] })
+	}
+	return got
+}
+
+// checkJavaExactlyOnce is checkExactlyOnce with the Java consumer's view,
+// and compares it with franz-go's.
+func (f *e2e) checkJavaExactlyOnce(t testing.TB, c *kafkabroker.Cluster) {
+	t.Helper()
+	got := javaCounts(t, c)
+	for k, n := range f.want {
+		cs := got[k]
+		ok := len(cs) == n
+		for i := 0; ok && i < n; i++ {
+			ok = cs[i] == int64(i+1)
+		}
+		if !ok {
+			t.Errorf("key %s: want counts 1..%d once each, the Java consumer read %d values %v", k, n, len(cs), cs)
+		}
+	}
+	if len(got) != len(f.want) {
+		t.Errorf("the Java consumer read %d keys (%v), input %d", len(got), keys(got), len(f.want))
+	}
+	if fmt.Sprint(got) != fmt.Sprint(f.counts(t)) {
+		t.Errorf("the Java consumer and franz-go read different outputs")
+	}
+}
+
+// duringRun runs fault in the background once the sink has written
+// something (the output topic's end offsets are past 0), while the run
+// goes on; the returned function waits for it and reports what it did.
+func duringRun(t testing.TB, c *kafkabroker.Cluster, fault func(ctx context.Context) error) func() {
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cl, err := c.Client()
+		if err != nil {
+			done <- err
+			return
+		}
+		adm := kadm.NewClient(cl)
+		for {
+			ends, err := adm.ListEndOffsets(ctx, "counts")
+			written := int64(0)
+			if err == nil {
+				ends.Each(func(o kadm.ListedOffset) { written += o.Offset })
+			}
+			if written > 0 {
+				break
+			}
+			if ctx.Err() != nil {
+				cl.Close()
+				done <- fmt.Errorf("no output appeared before the fault")
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cl.Close()
+		done <- fault(ctx)
+	}()
+	return func() {
+		t.Helper()
+		if err := <-done; err != nil {
+			t.Fatalf("fault: %v", err)
+		}
+	}
+}
+
+// TestRealBrokerEngine: the pipeline on a real broker, each case with a
+// fresh cluster.
+func TestRealBrokerEngine(t *testing.T) {
+	kafkatest.Require(t)
+	t.Run("exactly-once/crashes", func(t *testing.T) {
+		f, c := newRealE2E(t, 1)
+		f.writeEvents(t, 1500, 20, 3)
+		crashes := enginetest.NewCrashes(3, 0.1, 20)
+		f.run(t, counterSpecWith(c.Addrs(), "SwiftPassthrough", kafka.SinkClassName, "", 20), crashes)
+		f.checkJavaExactlyOnce(t, c)
+		f.checkLagGroup(t)
+		if crashes.Total() == 0 {
+			t.Error("no crash injected")
+		}
+		t.Logf("crashes %v", crashes.Injected)
+	})
+	t.Run("exactly-once/transform-reader", func(t *testing.T) {
+		f, c := newRealE2E(t, 1)
+		f.writeEvents(t, 1000, 15, 4)
+		crashes := enginetest.NewCrashes(8, 0.1, 15)
+		f.run(t, counterSpecWith(c.Addrs(), "Passthrough", kafka.SinkClassName, "", 20), crashes)
+		f.checkJavaExactlyOnce(t, c)
+		f.checkLagGroup(t)
+	})
+	for _, class := range []string{kafka.AtLeastOnceSinkClassName, kafka.SinkClassName + "/at_least_once"} {
+		t.Run("at-least-once/"+class, func(t *testing.T) {
+			f, c := newRealE2E(t, 1)
+			f.writeEvents(t, 1000, 15, 2)
+			sinkClass, params := class, ""
+			if strings.HasSuffix(class, "/at_least_once") {
+				sinkClass, params = kafka.SinkClassName, `"delivery_guarantee" = "at_least_once";`
+			}
+			crashes := enginetest.NewCrashes(5, 0.15, 20, job.CrashBeforeCommit, job.CrashAfterCommitBeforeAck)
+			f.run(t, counterSpecWith(c.Addrs(), "SwiftPassthrough", sinkClass, params, 20), crashes)
+			got := javaCounts(t, c)
+			extra := 0
+			for k, n := range f.want {
+				seen := map[int64]bool{}
+				for _, v := range got[k] {
+					seen[v] = true
+				}
+				for i := 1; i <= n; i++ {
+					if !seen[int64(i)] {
+						t.Errorf("key %s: count %d missing", k, i)
+					}
+				}
+				extra += len(got[k]) - n
+			}
+			t.Logf("%d outputs beyond the exact count; crashes %v", extra, crashes.Injected)
+		})
+	}
+	// A controlled stop (SIGTERM) and a crash (SIGKILL) of the only broker
+	// while the sinks' transactions run: the pipeline's reads and writes
+	// fail, its jobs restart, and once the broker is back every count is
+	// there once. A SIGKILLed coordinator finds its open transactions in
+	// its log and aborts or completes them.
+	for _, kill := range []bool{false, true} {
+		name := "broker-restarted"
+		if kill {
+			name = "broker-killed-mid-transaction"
+		}
+		t.Run(name, func(t *testing.T) {
+			f, c := newRealE2E(t, 1)
+			f.writeEvents(t, 3000, 20, 5)
+			wait := duringRun(t, c, func(ctx context.Context) error {
+				if kill {
+					c.Kill(0)
+				} else {
+					c.Stop(0)
+				}
+				time.Sleep(500 * time.Millisecond)
+				return c.Restart(ctx, 0)
+			})
+			f.run(t, counterSpecWith(c.Addrs(), "SwiftPassthrough", kafka.SinkClassName, "", 10), nil)
+			wait()
+			f.checkJavaExactlyOnce(t, c)
+			f.checkLagGroup(t)
+		})
+	}
+	// Three brokers, replication factor 3, min.insync.replicas 2: one is
+	// SIGKILLed while the pipeline runs and stays down; leaders and
+	// transaction coordinators move to the other two.
+	t.Run("three-brokers/one-lost", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("three JVM brokers")
+		}
+		f, c := newRealE2E(t, 3)
+		f.writeEvents(t, 3000, 20, 6)
+		wait := duringRun(t, c, func(context.Context) error {
+			c.Kill(1)
+			return nil
+		})
+		f.run(t, counterSpecWith(c.Addrs(), "SwiftPassthrough", kafka.SinkClassName, "", 10), nil)
+		wait()
+		f.checkJavaExactlyOnce(t, c)
+		f.checkLagGroup(t)
+	})
+}
