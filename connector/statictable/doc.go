@@ -150,6 +150,56 @@
 // Errors while publishing (a full disk, a lost manifest) fail the epoch:
 // the job restarts from its committed state and publishes again.
 //
+// # Parquet values
+//
+// StaticTableSource reads flat Parquet tables: every top-level column a
+// non-repeated primitive (what the sink writes). A column's values become
+// weir values by its physical type and its annotation — the logical type,
+// else the legacy converted type, else none. A null is nil (the column's
+// key is present in the row).
+//
+//	physical                    annotation (logical; converted)             Go value
+//	BOOLEAN                     none                                        bool
+//	INT32                       none; INT(8|16|32, signed); INT_8|16|32     int64, sign-extended
+//	INT32                       INT(8|16|32, unsigned); UINT_8|16|32        uint64, zero-extended
+//	INT32                       DATE; DATE                                  int64: days since 1970-01-01
+//	INT32                       TIME(MILLIS); TIME_MILLIS                   int64: milliseconds since midnight
+//	INT64                       none; INT(64, signed); INT_64               int64
+//	INT64                       INT(64, unsigned); UINT_64                  uint64
+//	INT64                       TIME(MICROS|NANOS); TIME_MICROS             int64: units since midnight
+//	INT64                       TIMESTAMP(MILLIS|MICROS|NANOS);             int64: units since 1970-01-01T00:00
+//	                            TIMESTAMP_MILLIS|MICROS                     (UTC if isAdjustedToUTC), as stored
+//	INT96                       none (the deprecated timestamp)             int64: nanoseconds since 1970 (UTC)
+//	INT32, INT64, BYTE_ARRAY,   DECIMAL(p, s); DECIMAL                      string: the exact decimal, s digits
+//	FIXED_LEN_BYTE_ARRAY                                                    after the point ("-12.30")
+//	FLOAT                       none                                        float64 (exact; NaN, ±Inf, -0 kept)
+//	DOUBLE                      none                                        float64
+//	FIXED_LEN_BYTE_ARRAY(2)     FLOAT16                                     float64 (exact)
+//	FIXED_LEN_BYTE_ARRAY(16)    UUID                                        string "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+//	BYTE_ARRAY                  STRING, ENUM, JSON; UTF8, ENUM, JSON        string (JSON: its text)
+//	BYTE_ARRAY                  none; BSON, GEOMETRY, GEOGRAPHY; BSON       []byte
+//	FIXED_LEN_BYTE_ARRAY(n)     none; INTERVAL (n = 12)                     []byte
+//	any                         NULL                                        nil
+//
+// Timestamps, times and dates keep their stored integer (weir rows have
+// no time type); the unit is the column's. The mapping is tested against
+// pyarrow (pyarrow_test.go): tables pyarrow writes of every row above but
+// BSON, ENUM, INTERVAL, GEOMETRY and GEOGRAPHY, with every codec it
+// offers, dictionary encoding on and off, data pages v1 and v2 and
+// several row groups; and tables parquet-go writes with converted types
+// only, with BSON, ENUM, INTERVAL and DECIMAL on BYTE_ARRAY, read by weir
+// as pyarrow reads them. GEOMETRY and GEOGRAPHY are untested.
+//
+// Refused, with an error naming the table and the column (the partition
+// stops at its committed position, as for a malformed table): a nested column (a
+// struct, LIST, MAP, VARIANT, or a repeated field: flatten it or store it
+// as JSON text); an annotation its physical type cannot carry (DATE on
+// INT64, UUID on FIXED_LEN_BYTE_ARRAY(8), ...); a codec parquet-go cannot
+// decode — it reads UNCOMPRESSED, SNAPPY, GZIP, BROTLI, ZSTD and LZ4_RAW
+// (what pyarrow's "lz4" writes), not the deprecated Hadoop-framed LZ4
+// (codec 5) nor LZO; and, when its row is read, an INT96 time before
+// 1677-09-21 or after 2262-04-11, which int64 nanoseconds cannot hold.
+//
 // # Metrics
 //
 // See metricVecs: rows, tables and errors of the source; rows, replayed

@@ -1,12 +1,16 @@
 package statictable
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"math/big"
 	"sort"
+	"strconv"
+	"strings"
 	"unsafe"
 
 	pq "github.com/parquet-go/parquet-go"
@@ -19,19 +23,18 @@ import (
 
 // parquetReader reads a Parquet file with parquet-go.
 //
-// Flat files (every top-level column a non-repeated leaf: the common case,
-// and what the sink writes) take a fast path that converts each value by
-// its column's type; other files are reconstructed row by row into maps.
-// Value mapping: BOOLEAN → bool; INT32/INT64 → int64, or uint64 when the
-// column is annotated unsigned; FLOAT/DOUBLE → float64; BYTE_ARRAY and
-// FIXED_LEN_BYTE_ARRAY → string when annotated STRING, ENUM or JSON (the
-// JSON text), otherwise []byte; INT96 → its 12 bytes; null → nil.
-// Timestamps, dates and decimals keep their physical value.
+// It reads flat tables: every top-level column a non-repeated primitive
+// (the common case, and what the sink writes). Nested columns (lists,
+// maps, structs, variants) and compression codecs parquet-go cannot
+// decode are refused when the table is opened, with an error naming the
+// column. Each column's values are converted by its physical type and
+// its annotation (logical type, else converted type): the table in the
+// package documentation ("Parquet values") is the mapping, colConvOf
+// implements it.
 type parquetReader struct {
 	pf     *pq.File
 	names  []string
-	conv   []valueConv
-	nested bool
+	conv   []colConv
 	starts []int64 // starts[i]: first row of row group i; starts[len] = total
 
 	rg   int
@@ -39,33 +42,87 @@ type parquetReader struct {
 	buf  []pq.Row
 }
 
+// colConv is how one column's values become weir values.
+type colConv struct {
+	kind  valueConv
+	scale int32 // convDecimal: the decimal's scale
+}
+
 type valueConv uint8
 
 const (
-	convBool valueConv = iota
-	convInt
-	convUint
-	convFloat
-	convDouble
-	convString
-	convBytes
+	convNull    valueConv = iota // logical type NULL: always nil
+	convBool                     // bool
+	convInt32                    // INT32 sign-extended to int64
+	convUint32                   // INT32 zero-extended to uint64
+	convInt64                    // int64
+	convUint64                   // uint64
+	convInt96                    // INT96 timestamp: int64 nanoseconds since the Unix epoch
+	convFloat                    // FLOAT widened to float64
+	convDouble                   // float64
+	convFloat16                  // FLOAT16 (FIXED_LEN_BYTE_ARRAY(2)) widened to float64
+	convString                   // string
+	convBytes                    // []byte
+	convUUID                     // UUID: its canonical text form
+	convDecimal                  // DECIMAL: its exact decimal text
 )
 
+// errUnsupported marks a Parquet table weir cannot represent: a nested
+// column, an annotation that is not valid on its column's physical type,
+// a compression codec parquet-go cannot decode. The error names the
+// column.
+var errUnsupported = errors.New("unsupported Parquet table")
+
+// readableCodecs are the compression codecs parquet-go decodes.
+var readableCodecs = map[format.CompressionCodec]bool{
+	format.Uncompressed: true, format.Snappy: true, format.Gzip: true,
+	format.Brotli: true, format.Zstd: true, format.Lz4Raw: true,
+}
+
 // openParquet opens a Parquet file of size bytes. A file that is not
-// readable Parquet (truncated, corrupt footer) is an errMalformed error.
+// readable Parquet (truncated, corrupt footer) is an errMalformed error; a
+// table weir cannot represent is an errUnsupported error naming the
+// column.
 func openParquet(r io.ReaderAt, size int64) (*parquetReader, error) {
 	pf, err := pq.OpenFile(r, size, pq.SkipBloomFilters(true), pq.SkipPageIndex(true))
 	if err != nil {
 		return nil, fmt.Errorf("%w: not a readable Parquet file: %v", errMalformed, err)
 	}
 	p := &parquetReader{pf: pf}
-	for _, c := range pf.Root().Columns() {
-		if !c.Leaf() || c.Repeated() {
-			p.nested = true
+	schema := pf.Metadata().Schema
+	if len(schema) == 0 {
+		return nil, fmt.Errorf("%w: the footer has no schema", errMalformed)
+	}
+	top, _ := schema[0].NumChildren.Get()
+	for i := 1; i <= int(top) && i < len(schema); i++ {
+		// The elements before are top-level leaves (a group returns
+		// below), so schema[i] is top-level column i-1.
+		el := &schema[i]
+		if kind := nestedKind(el); kind != "" {
+			return nil, fmt.Errorf("%w: column %q is %s; StaticTableSource reads flat tables only (every top-level column a non-repeated primitive): flatten it, or store it as JSON text", errUnsupported, el.Name, kind)
 		}
-		p.names = append(p.names, c.Name())
-		if c.Leaf() {
-			p.conv = append(p.conv, convOf(c.Type()))
+		cv, err := colConvOf(el)
+		if err != nil {
+			return nil, fmt.Errorf("%w: column %q: %v", errUnsupported, el.Name, err)
+		}
+		p.names = append(p.names, el.Name)
+		p.conv = append(p.conv, cv)
+	}
+	leaves := pf.Root().Columns()
+	if len(leaves) != len(p.names) {
+		return nil, fmt.Errorf("%w: the schema has %d top-level columns, parquet-go sees %d", errMalformed, len(p.names), len(leaves))
+	}
+	for i, c := range leaves {
+		if c.Name() != p.names[i] {
+			return nil, fmt.Errorf("%w: column %d is %q in the footer, %q to parquet-go", errMalformed, i, p.names[i], c.Name())
+		}
+	}
+	for g, rg := range pf.Metadata().RowGroups {
+		for _, cc := range rg.Columns {
+			if c := cc.MetaData.Codec; !readableCodecs[c] {
+				return nil, fmt.Errorf("%w: column %q (row group %d) is compressed with %s, which weir cannot decode; it reads UNCOMPRESSED, SNAPPY, GZIP, BROTLI, ZSTD and LZ4_RAW: rewrite the table with one of those",
+					errUnsupported, strings.Join(cc.MetaData.PathInSchema, "."), g, codecName(c))
+			}
 		}
 	}
 	var n int64
@@ -80,37 +137,177 @@ func openParquet(r io.ReaderAt, size int64) (*parquetReader, error) {
 	return p, nil
 }
 
-func convOf(t pq.Type) valueConv {
-	lt, ct := t.LogicalType(), t.ConvertedType()
-	switch t.Kind() {
-	case pq.Boolean:
-		return convBool
-	case pq.Int32, pq.Int64:
-		if lt != nil {
-			if it, ok := lt.Value.(*format.IntType); ok && !it.IsSigned {
-				return convUint
-			}
-		}
-		if ct != nil && (*ct == deprecated.Uint8 || *ct == deprecated.Uint16 || *ct == deprecated.Uint32 || *ct == deprecated.Uint64) {
-			return convUint
-		}
-		return convInt
-	case pq.Float:
-		return convFloat
-	case pq.Double:
-		return convDouble
-	case pq.ByteArray, pq.FixedLenByteArray:
-		if lt != nil {
-			switch lt.Value.(type) {
-			case *format.StringType, *format.EnumType, *format.JsonType:
-				return convString
-			}
-		}
-		if ct != nil && (*ct == deprecated.UTF8 || *ct == deprecated.Enum || *ct == deprecated.Json) {
-			return convString
-		}
+func codecName(c format.CompressionCodec) string {
+	switch c {
+	case format.Lz4:
+		return "LZ4 (the deprecated Hadoop-framed codec 5; LZ4_RAW is codec 7)"
+	case format.LZO:
+		return "LZO"
 	}
-	return convBytes
+	return fmt.Sprintf("compression codec %d", int32(c))
+}
+
+// nestedKind describes a top-level schema element that is not a flat
+// column ("a list", "a map", ...), or returns "" for a non-repeated leaf.
+func nestedKind(el *format.SchemaElement) string {
+	n, group := el.NumChildren.Get()
+	_, leaf := el.Type.Get()
+	group = group && n > 0 || !leaf
+	ct, hasCT := el.ConvertedType.Get()
+	switch el.LogicalType.Value.(type) {
+	case *format.ListType:
+		return "a list"
+	case *format.MapType:
+		return "a map"
+	case *format.VariantType:
+		return "a variant"
+	}
+	if group {
+		if hasCT && ct == deprecated.List {
+			return "a list"
+		}
+		if hasCT && (ct == deprecated.Map || ct == deprecated.MapKeyValue) {
+			return "a map"
+		}
+		return "a struct (a group of fields)"
+	}
+	if rt, ok := el.RepetitionType.Get(); ok && rt == format.Repeated {
+		return "a repeated field (a list)"
+	}
+	return ""
+}
+
+// convertedName is the name the Parquet spec gives converted type ct
+// (deprecated.ConvertedType has no String method).
+func convertedName(ct deprecated.ConvertedType) string {
+	names := [...]string{"UTF8", "MAP", "MAP_KEY_VALUE", "LIST", "ENUM", "DECIMAL", "DATE", "TIME_MILLIS", "TIME_MICROS",
+		"TIMESTAMP_MILLIS", "TIMESTAMP_MICROS", "UINT_8", "UINT_16", "UINT_32", "UINT_64", "INT_8", "INT_16", "INT_32", "INT_64",
+		"JSON", "BSON", "INTERVAL"}
+	if ct >= 0 && int(ct) < len(names) {
+		return "converted type " + names[ct]
+	}
+	return fmt.Sprintf("converted type %d", int32(ct))
+}
+
+// colConvOf is the conversion of a leaf column: by its logical type if it
+// has one, else by its converted type, else by its physical type. An
+// annotation that is not valid on the physical type is an error.
+func colConvOf(el *format.SchemaElement) (colConv, error) {
+	phys, _ := el.Type.Get()
+	length, _ := el.TypeLength.Get()
+	invalid := func(ann any) (colConv, error) {
+		if phys == format.FixedLenByteArray {
+			return colConv{}, fmt.Errorf("%v is not valid on %s(%d)", ann, phys, length)
+		}
+		return colConv{}, fmt.Errorf("%v is not valid on %s", ann, phys)
+	}
+	intConv := func(signed bool, bits int) (colConv, bool) {
+		switch {
+		case phys == format.Int32 && bits <= 32 && signed:
+			return colConv{kind: convInt32}, true
+		case phys == format.Int32 && bits <= 32:
+			return colConv{kind: convUint32}, true
+		case phys == format.Int64 && signed:
+			return colConv{kind: convInt64}, true
+		case phys == format.Int64:
+			return colConv{kind: convUint64}, true
+		}
+		return colConv{}, false
+	}
+	decimalConv := func(scale int32) (colConv, bool) {
+		switch phys {
+		case format.Int32, format.Int64, format.ByteArray, format.FixedLenByteArray:
+			return colConv{kind: convDecimal, scale: scale}, scale >= 0
+		}
+		return colConv{}, false
+	}
+	// The spec allows STRING, ENUM, JSON and BSON on BYTE_ARRAY only; a
+	// FIXED_LEN_BYTE_ARRAY so annotated is read too, as it always was.
+	stringish := func(kind valueConv) (colConv, bool) {
+		return colConv{kind: kind}, phys == format.ByteArray || phys == format.FixedLenByteArray
+	}
+	if lt := el.LogicalType.Value; lt != nil {
+		var cv colConv
+		ok := false
+		switch l := lt.(type) {
+		case *format.IntType:
+			cv, ok = intConv(l.IsSigned, int(l.BitWidth))
+		case *format.DecimalType:
+			cv, ok = decimalConv(l.Scale)
+		case *format.DateType:
+			cv, ok = colConv{kind: convInt32}, phys == format.Int32
+		case *format.TimeType:
+			if _, ms := l.Unit.Value.(*format.MilliSeconds); ms {
+				cv, ok = colConv{kind: convInt32}, phys == format.Int32
+			} else {
+				cv, ok = colConv{kind: convInt64}, phys == format.Int64
+			}
+		case *format.TimestampType:
+			cv, ok = colConv{kind: convInt64}, phys == format.Int64
+		case *format.StringType, *format.EnumType, *format.JsonType:
+			cv, ok = stringish(convString)
+		case *format.BsonType, *format.GeometryType, *format.GeographyType:
+			cv, ok = stringish(convBytes)
+		case *format.UUIDType:
+			cv, ok = colConv{kind: convUUID}, phys == format.FixedLenByteArray && length == 16
+		case *format.Float16Type:
+			cv, ok = colConv{kind: convFloat16}, phys == format.FixedLenByteArray && length == 2
+		case *format.NullType:
+			cv, ok = colConv{kind: convNull}, true
+		}
+		if !ok {
+			return invalid("logical type " + lt.String())
+		}
+		return cv, nil
+	}
+	if ct, has := el.ConvertedType.Get(); has {
+		var cv colConv
+		ok := false
+		switch ct {
+		case deprecated.Int8, deprecated.Int16, deprecated.Int32:
+			cv, ok = intConv(true, 32)
+		case deprecated.Int64:
+			cv, ok = intConv(true, 64)
+		case deprecated.Uint8, deprecated.Uint16, deprecated.Uint32:
+			cv, ok = intConv(false, 32)
+		case deprecated.Uint64:
+			cv, ok = intConv(false, 64)
+		case deprecated.Decimal:
+			scale, _ := el.Scale.Get()
+			cv, ok = decimalConv(scale)
+		case deprecated.Date, deprecated.TimeMillis:
+			cv, ok = colConv{kind: convInt32}, phys == format.Int32
+		case deprecated.TimeMicros, deprecated.TimestampMillis, deprecated.TimestampMicros:
+			cv, ok = colConv{kind: convInt64}, phys == format.Int64
+		case deprecated.UTF8, deprecated.Enum, deprecated.Json:
+			cv, ok = stringish(convString)
+		case deprecated.Bson:
+			cv, ok = stringish(convBytes)
+		case deprecated.Interval:
+			cv, ok = colConv{kind: convBytes}, phys == format.FixedLenByteArray && length == 12
+		}
+		if !ok {
+			return invalid(convertedName(ct))
+		}
+		return cv, nil
+	}
+	switch phys {
+	case format.Boolean:
+		return colConv{kind: convBool}, nil
+	case format.Int32:
+		return colConv{kind: convInt32}, nil
+	case format.Int64:
+		return colConv{kind: convInt64}, nil
+	case format.Int96:
+		return colConv{kind: convInt96}, nil
+	case format.Float:
+		return colConv{kind: convFloat}, nil
+	case format.Double:
+		return colConv{kind: convDouble}, nil
+	case format.ByteArray, format.FixedLenByteArray:
+		return colConv{kind: convBytes}, nil
+	}
+	return colConv{}, fmt.Errorf("unknown physical type %v", phys)
 }
 
 func (p *parquetReader) Rows() int64 { return p.starts[len(p.starts)-1] }
@@ -167,14 +364,6 @@ func (p *parquetReader) Next(dst []weir.Row, sizes []int) (int, error) {
 }
 
 func (p *parquetReader) convert(row pq.Row) (weir.Row, int, error) {
-	if p.nested {
-		m := map[string]any{}
-		if err := p.pf.Schema().Reconstruct(&m, row); err != nil {
-			return nil, 0, err
-		}
-		r := normalizeRow(m)
-		return r, rowWeight(r), nil
-	}
 	r := make(weir.Row, len(p.names))
 	size := 1
 	for _, v := range row {
@@ -187,84 +376,151 @@ func (p *parquetReader) convert(row pq.Row) (weir.Row, int, error) {
 			r[name] = nil
 			continue
 		}
-		switch p.conv[c] {
-		case convBool:
-			r[name] = v.Boolean()
-			size++
-		case convInt:
-			r[name] = v.Int64()
-			size += 8
-		case convUint:
-			if v.Kind() == pq.Int32 {
-				r[name] = uint64(uint32(v.Int32()))
-			} else {
-				r[name] = v.Uint64()
-			}
-			size += 8
-		case convFloat:
-			r[name] = float64(v.Float())
-			size += 8
-		case convDouble:
-			r[name] = v.Double()
-			size += 8
-		case convString:
-			b := v.ByteArray()
-			r[name] = string(b)
-			size += len(b)
-		default:
-			b := v.ByteArray()
-			r[name] = append([]byte(nil), b...)
-			size += len(b)
+		x, err := p.conv[c].value(v)
+		if err != nil {
+			return nil, 0, fmt.Errorf("column %q: %v", name, err)
 		}
+		r[name] = x
+		size += valueWeight(x)
 	}
 	return r, size, nil
 }
 
-// normalizeRow maps values reconstructed by parquet-go onto weir's row
-// value types.
-func normalizeRow(m map[string]any) weir.Row {
-	out := make(weir.Row, len(m))
-	for k, v := range m {
-		out[k] = normalizeValue(v)
+// value converts a non-null value of the column.
+func (cv colConv) value(v pq.Value) (any, error) {
+	switch cv.kind {
+	case convNull:
+		return nil, nil
+	case convBool:
+		return v.Boolean(), nil
+	case convInt32:
+		return int64(v.Int32()), nil
+	case convUint32:
+		return uint64(v.Uint32()), nil
+	case convInt64:
+		return v.Int64(), nil
+	case convUint64:
+		return v.Uint64(), nil
+	case convInt96:
+		return int96Nanos(v.Int96())
+	case convFloat:
+		return float64(v.Float()), nil
+	case convDouble:
+		return v.Double(), nil
+	case convFloat16:
+		b := v.ByteArray()
+		if len(b) != 2 {
+			return nil, fmt.Errorf("a FLOAT16 value of %d bytes", len(b))
+		}
+		return float16(binary.LittleEndian.Uint16(b)), nil
+	case convString:
+		return string(v.ByteArray()), nil
+	case convUUID:
+		b := v.ByteArray()
+		if len(b) != 16 {
+			return nil, fmt.Errorf("a UUID value of %d bytes", len(b))
+		}
+		return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
+	case convDecimal:
+		return decimalText(v, cv.scale)
+	default:
+		return append([]byte(nil), v.ByteArray()...), nil
 	}
-	return out
 }
 
-func normalizeValue(v any) any {
-	switch x := v.(type) {
-	case nil, bool, int64, uint64, float64, string:
-		return x
-	case []byte:
-		return append([]byte(nil), x...)
-	case int:
-		return int64(x)
-	case int8:
-		return int64(x)
-	case int16:
-		return int64(x)
-	case int32:
-		return int64(x)
-	case uint:
-		return uint64(x)
-	case uint8:
-		return uint64(x)
-	case uint16:
-		return uint64(x)
-	case uint32:
-		return uint64(x)
-	case float32:
-		return float64(x)
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = normalizeValue(e)
-		}
-		return out
-	case map[string]any:
-		return normalizeRow(x)
-	default:
-		return fmt.Sprint(x)
+// int96Nanos converts a deprecated INT96 timestamp (nanoseconds of the
+// day in the low 8 bytes, the Julian day in the high 4) to nanoseconds
+// since the Unix epoch. One that int64 nanoseconds cannot hold (before
+// 1677-09-21 or after 2262-04-11) is an error.
+func int96Nanos(v deprecated.Int96) (int64, error) {
+	const nsPerDay = 86400 * 1_000_000_000
+	const julianUnixEpoch = 2440588
+	nanos := uint64(v[1])<<32 | uint64(v[0])
+	days := int64(v[2]) - julianUnixEpoch
+	if nanos >= nsPerDay {
+		return 0, fmt.Errorf("INT96 timestamp with %d nanoseconds in its day", nanos)
 	}
+	if days > -106751 && days < 106751 { // no overflow possible
+		return days*nsPerDay + int64(nanos), nil
+	}
+	ns := new(big.Int).Mul(big.NewInt(days), big.NewInt(nsPerDay))
+	ns.Add(ns, new(big.Int).SetUint64(nanos))
+	if !ns.IsInt64() {
+		return 0, fmt.Errorf("INT96 timestamp (Julian day %d) outside what int64 nanoseconds since 1970 hold (1677-09-21 to 2262-04-11)", v[2])
+	}
+	return ns.Int64(), nil
+}
+
+// float16 widens an IEEE 754 half-precision value to float64 (exact).
+func float16(h uint16) float64 {
+	exp, frac := int(h>>10&0x1f), float64(h&0x3ff)
+	var f float64
+	switch exp {
+	case 0: // zero or subnormal
+		f = math.Ldexp(frac, -24)
+	case 0x1f:
+		if frac == 0 {
+			f = math.Inf(1)
+		} else {
+			f = math.NaN()
+		}
+	default:
+		f = math.Ldexp(frac+1024, exp-25)
+	}
+	if h&0x8000 != 0 {
+		f = math.Copysign(f, -1)
+	}
+	return f
+}
+
+// decimalText is the exact decimal text of a DECIMAL value with scale
+// scale ("-12.30" for the unscaled -1230 at scale 2): INT32 and INT64
+// values are the unscaled number, BYTE_ARRAY and FIXED_LEN_BYTE_ARRAY
+// values its big-endian two's complement.
+func decimalText(v pq.Value, scale int32) (string, error) {
+	var neg bool
+	var digits string
+	switch v.Kind() {
+	case pq.Int32:
+		neg, digits = signedDigits(int64(v.Int32()))
+	case pq.Int64:
+		neg, digits = signedDigits(v.Int64())
+	default:
+		b := v.ByteArray()
+		switch {
+		case len(b) == 0:
+			return "", errors.New("a DECIMAL value of 0 bytes")
+		case len(b) <= 8:
+			x := int64(int8(b[0])) // sign-extend the first byte
+			for _, c := range b[1:] {
+				x = x<<8 | int64(c)
+			}
+			neg, digits = signedDigits(x)
+		default:
+			x := new(big.Int).SetBytes(b)
+			if b[0]&0x80 != 0 {
+				x.Sub(x, new(big.Int).Lsh(big.NewInt(1), uint(8*len(b))))
+			}
+			neg, digits = x.Sign() < 0, new(big.Int).Abs(x).String()
+		}
+	}
+	if scale > 0 {
+		if pad := int(scale) + 1 - len(digits); pad > 0 {
+			digits = strings.Repeat("0", pad) + digits
+		}
+		digits = digits[:len(digits)-int(scale)] + "." + digits[len(digits)-int(scale):]
+	}
+	if neg {
+		digits = "-" + digits
+	}
+	return digits, nil
+}
+
+func signedDigits(x int64) (neg bool, digits string) {
+	if x < 0 {
+		return true, strconv.FormatUint(-uint64(x), 10)
+	}
+	return false, strconv.FormatInt(x, 10)
 }
 
 func (p *parquetReader) Close() error {
