@@ -22,7 +22,7 @@ import (
 
 // kafkaSpec writes the Kafka example with brokers set to the cluster's
 // address and returns its path.
-func kafkaSpec(t *testing.T, c *kfake.Cluster) string {
+func kafkaSpec(t *testing.T, c interface{ ListenAddrs() []string }) string {
 	t.Helper()
 	b, err := os.ReadFile(exampleSpec("kafka"))
 	if err != nil {

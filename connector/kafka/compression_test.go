@@ -11,7 +11,8 @@ import (
 
 // TestSinkCompression: the compression parameter decides the codec of the
 // record batches on the wire (read from the produce requests the broker
-// receives), the default is none, every codec reads back, and an unknown
+// receives; franz-go leaves a batch that does not shrink uncompressed),
+// the default is none, every codec reads back, and an unknown
 // codec is refused naming the parameter.
 func TestSinkCompression(t *testing.T) {
 	codecs := map[string]int16{"": 0, "none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -50,8 +51,17 @@ func TestSinkCompression(t *testing.T) {
 			checkOnce(t, payloadNs(t, readCommitted(t, c, "out")), 20)
 			mu.Lock()
 			defer mu.Unlock()
-			if len(seen) != 1 || seen[want] == 0 {
-				t.Fatalf("batch codecs on the wire %v, want only %d", seen, want)
+			// franz-go sends a batch uncompressed when compressing does not
+			// make it smaller (a batch of one small record, which a loaded
+			// machine's timing can cut): codec 0 may appear beside the
+			// chosen one, never another codec.
+			for codec := range seen {
+				if codec != want && codec != 0 {
+					t.Fatalf("batch codecs on the wire %v, want only %d (and 0)", seen, want)
+				}
+			}
+			if seen[want] == 0 {
+				t.Fatalf("batch codecs on the wire %v: none with codec %d", seen, want)
 			}
 		})
 	}

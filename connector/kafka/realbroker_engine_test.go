@@ -28,6 +28,8 @@ import (
 	"github.com/weir-stream/weir/internal/kafkabroker"
 	"github.com/weir-stream/weir/internal/kafkabroker/kafkatest"
 	"github.com/weir-stream/weir/job"
+
+	"github.com/weir-stream/weir/internal/testproc"
 )
 
 // newRealE2E is newE2E on a real cluster of nodes.
@@ -133,6 +135,7 @@ func duringRun(t testing.TB, c *kafkabroker.Cluster, fault func(ctx context.Cont
 // TestRealBrokerEngine: the pipeline on a real broker, each case with a
 // fresh cluster.
 func TestRealBrokerEngine(t *testing.T) {
+	testproc.SkipUnlessLong(t)
 	kafkatest.Require(t)
 	t.Run("exactly-once/crashes", func(t *testing.T) {
 		f, c := newRealE2E(t, 1)
@@ -213,9 +216,6 @@ func TestRealBrokerEngine(t *testing.T) {
 	// SIGKILLed while the pipeline runs and stays down; leaders and
 	// transaction coordinators move to the other two.
 	t.Run("three-brokers/one-lost", func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("three JVM brokers")
-		}
 		f, c := newRealE2E(t, 3)
 		f.writeEvents(t, 3000, 20, 6)
 		wait := duringRun(t, c, func(context.Context) error {

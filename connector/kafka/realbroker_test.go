@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/weir-stream/weir/internal/kafkabroker/kafkatest"
+
+	"github.com/weir-stream/weir/internal/testproc"
 )
 
 // realCluster starts a one-node Apache Kafka cluster for t.
@@ -22,6 +24,7 @@ func realCluster(t testing.TB, topics map[string]int32) brokers {
 }
 
 func TestRealBroker(t *testing.T) {
+	testproc.SkipUnlessLong(t)
 	kafkatest.Require(t)
 	for _, tc := range []struct {
 		name string

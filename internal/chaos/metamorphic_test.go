@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/weir-stream/weir/internal/testproc"
 )
 
 // variants are the configurations compared against the reference.
@@ -46,7 +48,10 @@ var variants = []struct {
 }
 
 func TestMetamorphic(t *testing.T) {
-	n := 3
+	n := 1 // the README's test command; the long runs take 3
+	if testproc.Long() {
+		n = 3
+	}
 	if v := os.Getenv("WEIR_METAMORPHIC_SEEDS"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil {

@@ -21,6 +21,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/weir-stream/weir/internal/testproc"
 )
 
 // buildWeir builds cmd/weir into a temporary directory.
@@ -48,9 +50,7 @@ func envInt(t *testing.T, name string, def int) int {
 }
 
 func TestProcessChaos(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the weir binary")
-	}
+	testproc.SkipUnlessLong(t) // cmd/weir's SIGKILL tests run in the short suite
 	bin := buildWeir(t)
 	runs := envInt(t, "WEIR_CHAOS_PROCESS_RUNS", 1)
 	events := envInt(t, "WEIR_CHAOS_PROCESS_EVENTS", 20000)

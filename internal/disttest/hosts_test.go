@@ -23,6 +23,8 @@ import (
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/store/open"
 	"github.com/weir-stream/weir/store/postgres/pgtest"
+
+	"github.com/weir-stream/weir/internal/testproc"
 )
 
 // Ports of the processes in the test hosts.
@@ -432,6 +434,7 @@ func (hc *hostCluster) reconnectTo(url string) {
 // some; and each key's counts are 1..n exactly once, read from the sink
 // queue. Times are logged as figures, never asserted.
 func TestMultiHostChaos(t *testing.T) {
+	testproc.SkipUnlessLong(t)
 	hc := newHostCluster(t, "w1", "w2", "w3")
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("WEIR_SEED"); v != "" {

@@ -24,6 +24,8 @@ import (
 	"github.com/weir-stream/weir/connector/statictable/tabletest"
 	"github.com/weir-stream/weir/store"
 	pstore "github.com/weir-stream/weir/store/pebble"
+
+	"github.com/weir-stream/weir/internal/testproc"
 )
 
 // kafkaHelper runs KafkaCounter against the brokers in
@@ -139,9 +141,7 @@ func TestKafkaCounter(t *testing.T) {
 // Kafka transaction) and restarted until it finishes, emits each key's
 // counts 1..n exactly once in the read_committed output.
 func TestKafkaCounterKilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills a child process 12 times")
-	}
+	testproc.SkipUnlessLong(t) // kills a child process 12 times
 	const events, batch = 20000, 200
 	c, want := newKafka(t, events, 300, 5)
 	dir := filepath.Join(t.TempDir(), "store")

@@ -23,6 +23,8 @@ import (
 	"github.com/weir-stream/weir/connector/statictable/tabletest"
 	"github.com/weir-stream/weir/store"
 	pstore "github.com/weir-stream/weir/store/pebble"
+
+	"github.com/weir-stream/weir/internal/testproc"
 )
 
 // The kill tests run the loops in child processes of this test binary:
@@ -295,9 +297,7 @@ func afterCommits(commits *atomic.Int64, n int64, delay time.Duration) <-chan ti
 // moments and restarted until it finishes, emits each key's counts 1..n
 // exactly once (the keyed-counter oracle).
 func TestQueueCounterKilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills a child process 12 times")
-	}
+	testproc.SkipUnlessLong(t) // kills a child process 12 times
 	for _, tc := range []struct{ batch, events int }{
 		{batch: 10, events: 20000},
 		{batch: 1000, events: 60000},

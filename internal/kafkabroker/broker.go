@@ -60,10 +60,15 @@ func LibDir() string {
 	return filepath.Join(base, "weir", "kafka-"+Version, "libs")
 }
 
-// FetchCommand is the shell command that fetches the jars into LibDir,
-// run from the repository's root.
-func FetchCommand() string {
-	return fmt.Sprintf("mvn -q -B -f internal/kafkabroker/pom.xml dependency:copy-dependencies -DoutputDirectory=%s", LibDir())
+// FetchCommand is the shell command that fetches the jars into LibDir
+// (with Maven, from pom.xml beside this file), run from the repository's
+// root.
+func FetchCommand() string { return "go run ./internal/kafkabroker/cmd/kafkafetch" }
+
+// Fetched reports whether LibDir holds the server's jar.
+func Fetched() bool {
+	_, err := os.Stat(filepath.Join(LibDir(), serverJar))
+	return err == nil
 }
 
 // Available reports why a broker cannot be started here (no java on the
@@ -73,7 +78,7 @@ func Available() error {
 	if _, err := exec.LookPath("java"); err != nil {
 		missing = append(missing, "java (a JDK 17 or later)")
 	}
-	if _, err := os.Stat(filepath.Join(LibDir(), serverJar)); err != nil {
+	if !Fetched() {
 		missing = append(missing, fmt.Sprintf("the Kafka %s jars in %s (fetch them with: %s)", Version, LibDir(), FetchCommand()))
 	}
 	if len(missing) > 0 {

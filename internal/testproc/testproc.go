@@ -74,6 +74,22 @@ func Missing(t testing.TB, msg string) {
 	t.Skip(msg)
 }
 
+// Long reports whether the long runs are asked for (WEIR_LONG=1): the
+// chaos swarm and the metamorphic test at full length, the process-level
+// and multi-host chaos, the hand-written loops' SIGKILL tests and the
+// real-broker Kafka suite. The README's test command (scripts/test) leaves
+// them out to stay within 10 minutes on 2 cores; .ci/run runs them after it
+// (scripts/test --long).
+func Long() bool { return os.Getenv("WEIR_LONG") == "1" }
+
+// SkipUnlessLong skips t, saying how to run it, unless Long.
+func SkipUnlessLong(t testing.TB) {
+	t.Helper()
+	if !Long() {
+		t.Skip("a long run: WEIR_LONG=1 runs it (scripts/test --long)")
+	}
+}
+
 // RecordSkip appends "t's name<TAB>msg" to $WEIR_SKIP_LOG, if set: a skip
 // the run's summary must name. One write of one line to a file opened for
 // appending, so that test binaries running in parallel do not interleave.

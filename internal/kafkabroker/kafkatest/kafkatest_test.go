@@ -11,9 +11,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weir-stream/weir/internal/testproc"
 )
 
 func TestBrokerTransactionsAndJavaConsumer(t *testing.T) {
+	testproc.SkipUnlessLong(t)
 	c := Start(t, 1, map[string]int32{"t": 2}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -40,17 +43,14 @@ func TestBrokerTransactionsAndJavaConsumer(t *testing.T) {
 	write(false, "aborted")
 	write(true, "c")
 
-	t.Logf("%v written", time.Now())
 	c.Kill(0)
 	if err := c.Restart(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%v restarted", time.Now())
 	recs, err := c.ConsumeCommitted(ctx, "t", 3*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%v read %v", time.Now(), recs)
 	var got []string
 	for _, r := range recs {
 		if r.Key != "k" {
