@@ -520,6 +520,11 @@ type Options struct {
 	// end offset, and fails its read if they cannot be reached (default
 	// 10s; see checkReachable).
 	ReachabilityPeriod time.Duration
+
+	// beforeCommit, if set, runs in each data transaction of KafkaSink
+	// after its records and progress marker, just before the commit
+	// (tests: a stall past the broker's transaction timeout).
+	beforeCommit func()
 }
 
 func (o *Options) reachabilityPeriod() time.Duration {

@@ -222,6 +222,9 @@ func (w *txnWriter) transact(ctx context.Context, producer connector.ProducerID,
 	if err := w.commitMarker(ctx, producer, last); err != nil {
 		return w.abort(ctx, fmt.Errorf("progress marker: %w", err))
 	}
+	if h := w.s.opts.beforeCommit; h != nil {
+		h()
+	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return w.abort(ctx, fmt.Errorf("commit: %w", err))
 	}
