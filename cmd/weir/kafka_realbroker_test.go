@@ -146,7 +146,7 @@ func TestRealBrokerKafkaExample(t *testing.T) {
 
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	recs, err := c.ConsumeCommitted(rctx, "page-view-counts", 4*time.Second)
+	recs, err := c.ConsumeCommitted(rctx, "page-view-counts")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ package kafka_test
 // mid-transaction (its coordinator's open transactions are recovered from
 // its log on restart), a three-broker cluster losing a node for good, and
 // a transaction the broker itself aborts after its timeout. The oracle is
-// Apache Kafka's own Java console consumer at read_committed: every key's
+// Apache Kafka's own Java consumer (KafkaConsumer) at read_committed: every key's
 // counts 1..n exactly once (at-least-once sinks: none missing), nothing
 // from aborted input, and the source's group offsets at the partitions'
 // ends.
@@ -38,13 +38,13 @@ func newRealE2E(t testing.TB, nodes int) (*e2e, *kafkabroker.Cluster) {
 	return &e2e{c: c, want: map[string]int{}, timeout: 3 * time.Minute}, c
 }
 
-// javaCounts reads "counts" with the Java console consumer at
+// javaCounts reads "counts" with the Java consumer (kafkabroker.ConsumeCommitted) at
 // read_committed: per key, the sorted counts.
 func javaCounts(t testing.TB, c *kafkabroker.Cluster) map[string][]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	recs, err := c.ConsumeCommitted(ctx, "counts", 4*time.Second)
+	recs, err := c.ConsumeCommitted(ctx, "counts")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,11 +133,13 @@ func duringRun(t testing.TB, c *kafkabroker.Cluster, fault func(ctx context.Cont
 }
 
 // TestRealBrokerEngine: the pipeline on a real broker, each case with a
-// fresh cluster.
+// fresh cluster; the cases run two at a time (t.Parallel, -parallel
+// defaults to GOMAXPROCS): much of a case is waiting on its broker.
 func TestRealBrokerEngine(t *testing.T) {
 	testproc.SkipUnlessLong(t)
 	kafkatest.Require(t)
 	t.Run("exactly-once/crashes", func(t *testing.T) {
+		t.Parallel()
 		f, c := newRealE2E(t, 1)
 		f.writeEvents(t, 1500, 20, 3)
 		crashes := enginetest.NewCrashes(3, 0.1, 20)
@@ -150,6 +152,7 @@ func TestRealBrokerEngine(t *testing.T) {
 		t.Logf("crashes %v", crashes.Injected)
 	})
 	t.Run("exactly-once/transform-reader", func(t *testing.T) {
+		t.Parallel()
 		f, c := newRealE2E(t, 1)
 		f.writeEvents(t, 1000, 15, 4)
 		crashes := enginetest.NewCrashes(8, 0.1, 15)
@@ -159,6 +162,7 @@ func TestRealBrokerEngine(t *testing.T) {
 	})
 	for _, class := range []string{kafka.AtLeastOnceSinkClassName, kafka.SinkClassName + "/at_least_once"} {
 		t.Run("at-least-once/"+class, func(t *testing.T) {
+			t.Parallel()
 			f, c := newRealE2E(t, 1)
 			f.writeEvents(t, 1000, 15, 2)
 			sinkClass, params := class, ""
@@ -195,6 +199,7 @@ func TestRealBrokerEngine(t *testing.T) {
 			name = "broker-killed-mid-transaction"
 		}
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			f, c := newRealE2E(t, 1)
 			f.writeEvents(t, 3000, 20, 5)
 			wait := duringRun(t, c, func(ctx context.Context) error {
@@ -216,13 +221,16 @@ func TestRealBrokerEngine(t *testing.T) {
 	// SIGKILLed while the pipeline runs and stays down; leaders and
 	// transaction coordinators move to the other two.
 	t.Run("three-brokers/one-lost", func(t *testing.T) {
+		t.Parallel()
 		f, c := newRealE2E(t, 3)
-		f.writeEvents(t, 3000, 20, 6)
+		f.writeEvents(t, 1500, 20, 6)
 		wait := duringRun(t, c, func(context.Context) error {
 			c.Kill(1)
 			return nil
 		})
-		f.run(t, counterSpecWith(c.Addrs(), "SwiftPassthrough", kafka.SinkClassName, "", 10), nil)
+		// A write whose coordinator died waits out transaction_timeout
+		// before it is retried: 10 s instead of 30.
+		f.run(t, counterSpecWith(c.Addrs(), "SwiftPassthrough", kafka.SinkClassName, `"transaction_timeout" = 10000;`, 10), nil)
 		wait()
 		f.checkJavaExactlyOnce(t, c)
 		f.checkLagGroup(t)

@@ -43,7 +43,10 @@ func TestRealBroker(t *testing.T) {
 		{"SinkZombieFenced", testSinkZombieFenced},
 		{"SinkMarkerLost", testSinkMarkerLost},
 	} {
-		t.Run(tc.name, func(t *testing.T) { tc.run(t, realCluster) })
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each has its own broker; mostly waiting on it
+			tc.run(t, realCluster)
+		})
 	}
 }
 

@@ -75,8 +75,10 @@ func Fetched() bool {
 // PATH, the jars not fetched), or nil.
 func Available() error {
 	var missing []string
-	if _, err := exec.LookPath("java"); err != nil {
-		missing = append(missing, "java (a JDK 17 or later)")
+	for _, tool := range []string{"java", "javac"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool+" (a JDK 17 or later)")
+		}
 	}
 	if !Fetched() {
 		missing = append(missing, fmt.Sprintf("the Kafka %s jars in %s (fetch them with: %s)", Version, LibDir(), FetchCommand()))

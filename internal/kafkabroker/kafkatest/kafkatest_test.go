@@ -1,7 +1,7 @@
 package kafkatest
 
 // The broker helper itself: a one-node cluster takes a committed and an
-// aborted transaction, and Apache Kafka's Java console consumer at
+// aborted transaction, and Apache Kafka's Java consumer at
 // read_committed sees only the committed records; a SIGKILLed node comes
 // back on its ports and data.
 
@@ -47,7 +47,7 @@ func TestBrokerTransactionsAndJavaConsumer(t *testing.T) {
 	if err := c.Restart(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := c.ConsumeCommitted(ctx, "t", 3*time.Second)
+	recs, err := c.ConsumeCommitted(ctx, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
