@@ -19,6 +19,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/connector/queue"
@@ -28,6 +29,7 @@ import (
 	"github.com/weir-stream/weir/internal/chaos"
 	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/internal/handwritten"
+	"github.com/weir-stream/weir/internal/kafkabroker"
 	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/store"
 )
@@ -38,8 +40,8 @@ type benchCase struct {
 	// Kind: "store" (raw synced commits), "floor" (in-memory pass-through),
 	// "pipeline" (an example spec, optionally modified), "latency",
 	// "recovery", "handwritten" (the hand-written exactly-once queue loop,
-	// internal/handwritten), "kafka" (the kafka example on kfake) or
-	// "kafka-handwritten" (the hand-written franz-go loop on kfake).
+	// internal/handwritten), "kafka" (the kafka example) or
+	// "kafka-handwritten" (the hand-written franz-go loop), on Broker.
 	Kind       string `json:"kind"`
 	Example    string `json:"example,omitempty"`
 	Mode       string `json:"mode,omitempty"`
@@ -49,9 +51,13 @@ type benchCase struct {
 	Messages   int    `json:"messages"`
 	// Rate is the offered rate of a latency case (messages/s).
 	Rate float64 `json:"rate,omitempty"`
-	// Brokers of the kfake cluster a Kafka case runs against (set by the
-	// parent, which runs the broker in a process of its own; empty: the
-	// case starts one).
+	// Broker is the broker a Kafka case runs against: "kfake" (franz-go's
+	// in-process fake; the default) or "kafka" (Apache Kafka, one KRaft
+	// node started by internal/kafkabroker).
+	Broker string `json:"broker,omitempty"`
+	// Brokers of the cluster a Kafka case runs against (set by the parent,
+	// which runs the broker in a process of its own; empty: the case
+	// starts one).
 	Brokers []string `json:"brokers,omitempty"`
 }
 
@@ -68,8 +74,9 @@ type benchResult struct {
 	// measured by the case itself) or "process" (the whole child process,
 	// input generation included: a binary that does not measure the run).
 	CPUScope string `json:"cpu_scope,omitempty"`
-	// BrokerCPUPerMillion and BrokerRSSMiB are the kfake broker process's
-	// CPU and peak RSS (Kafka cases; not included in the row's own).
+	// BrokerCPUPerMillion and BrokerRSSMiB are the broker process's CPU
+	// from its readiness to its stop and peak RSS (Kafka cases; for Apache
+	// Kafka its JVM's; not included in the row's own).
 	BrokerCPUPerMillion float64 `json:"broker_cpu_s_per_million,omitempty"`
 	BrokerRSSMiB        float64 `json:"broker_peak_rss_mib,omitempty"`
 	// Binary is the weir binary that ran the case (--json with --baseline).
@@ -78,7 +85,7 @@ type benchResult struct {
 }
 
 func runBench(o *Options, args []string) error {
-	fs := newFlags(o, "bench", "[--quick] [--messages N] [--repeat N] [--rows REGEXP] [--baseline BIN] [--json]",
+	fs := newFlags(o, "bench", "[--quick] [--messages N] [--repeat N] [--rows REGEXP] [--kafka-broker kfake|real|both] [--baseline BIN] [--json]",
 		"Measures weir on this machine and prints one table, every row run side by\n"+
 			"side in one invocation (each in its own process, so CPU and peak RSS are\n"+
 			"its own): the store's raw synced commit rate for the same rows and an\n"+
@@ -86,10 +93,12 @@ func runBench(o *Options, args []string) error {
 			"exactly-once loop a user would write instead of weir (the comparator);\n"+
 			"exactly_once, at_least_once_consistent, a Swift chain, AsyncQueueSink,\n"+
 			"at_most_once_strategy, a sweep of batch size and partition count; weir\n"+
-			"and a hand-written franz-go transactional loop on an in-process Kafka\n"+
-			"(kfake, in a process of its own); recovery after SIGKILL; end-to-end\n"+
-			"latency at half of the exactly-once peak. Ratios are to exactly_once, to\n"+
-			"the comparator (the franz-go loop for Kafka rows) and to the floors.\n"+
+			"and a hand-written franz-go transactional loop on Kafka (kfake, an\n"+
+			"in-process fake; or a real Apache Kafka "+kafkabroker.Version+" broker with\n"+
+			"--kafka-broker; each row a fresh broker in a process of its own, not in\n"+
+			"the row's figures); recovery after SIGKILL; end-to-end latency at half of\n"+
+			"the exactly-once peak. Ratios are to exactly_once, to the comparator (the\n"+
+			"franz-go loop on the same broker for Kafka rows) and to the floors.\n"+
 			"Messages are ~100-byte events over 10,000 keys.")
 	quick := fs.Bool("quick", false, "small sizes: finishes in well under a minute")
 	msgs := fs.Int("messages", 0, "messages per throughput row (default 300000; 20000 with --quick)")
@@ -97,8 +106,9 @@ func runBench(o *Options, args []string) error {
 	repeat := fs.Int("repeat", 1, "run every row N times, interleaved (all rows, then all rows again), and report each column's median")
 	rows := fs.String("rows", "", "run only the rows whose name matches this regular expression (the latency row also needs exactly_once)")
 	baseline := fs.String("baseline", "", "another weir binary (before a change): run every row with it too, alternating with this one, and print its rows under this one's")
-	one := fs.String("one", "", "internal: run one case given as JSON and print its result")
-	broker := fs.Bool("broker", false, "internal: run a kfake Kafka broker for a Kafka row, print its address and stop when stdin closes")
+	one := fs.String("one", "", "internal: run one case given as JSON and print its result (a Kafka case's \"broker\": \"kfake\", the default, or \"kafka\" for Apache Kafka; it starts its own broker)")
+	kafkaBroker := fs.String("kafka-broker", "kfake", "the broker of the Kafka rows: kfake (franz-go's in-process fake, no Java needed), real (Apache Kafka "+kafkabroker.Version+", one KRaft node on loopback; needs java and the jars: "+kafkabroker.FetchCommand()+") or both (every Kafka row on each, side by side in the same rounds); --quick starts a real broker only if asked")
+	broker := fs.Bool("broker", false, "internal: run the Kafka broker of --kafka-broker (kfake or kafka) for a Kafka row, print its address and stop when stdin closes")
 	cpuprofile := fs.String("cpuprofile", "", "with --one: write a CPU profile of the case to this file")
 	memprofile := fs.String("memprofile", "", "with --one: write a heap profile (in-use at the peak sample) to this file")
 	allocprofile := fs.String("allocprofile", "", "with --one: write a heap profile when the case ends, for its allocations over the whole case (go tool pprof -sample_index=alloc_space)")
@@ -106,7 +116,11 @@ func runBench(o *Options, args []string) error {
 		return err
 	}
 	if *broker {
-		return runBenchBroker(o)
+		b := *kafkaBroker
+		if b == "real" {
+			b = brokerKafka
+		}
+		return runBenchBroker(o, b)
 	}
 	if *one != "" {
 		var c benchCase
@@ -133,6 +147,10 @@ func runBench(o *Options, args []string) error {
 	}
 	if *repeat < 1 {
 		return usageErr(fs, "--repeat must be at least 1")
+	}
+	kafkaBrokers, err := parseKafkaBrokers(*kafkaBroker)
+	if err != nil {
+		return err
 	}
 	var only *regexp.Regexp
 	if *rows != "" {
@@ -186,7 +204,7 @@ func runBench(o *Options, args []string) error {
 	// Throughput rows: each round runs all of them, so that a slow moment
 	// of the shared machine hits different rows in different rounds.
 	for r := 0; r < *repeat; r++ {
-		for _, c := range benchCases(n, *quick) {
+		for _, c := range benchCases(n, *quick, kafkaBrokers) {
 			round(c, r)
 		}
 	}
@@ -224,15 +242,15 @@ func runBench(o *Options, args []string) error {
 
 // The rows other rows are compared with.
 const (
-	eoRow        = "exactly_once"
-	handRow      = "hand-written exactly-once loop (Pebble)"
-	kafkaHandRow = "kafka: hand-written franz-go txn loop (Pebble)"
-	memFloorRow  = "floor: in-memory, no guarantees"
-	storeRow     = "store: raw synced commits"
+	eoRow       = "exactly_once"
+	handRow     = "hand-written exactly-once loop (Pebble)"
+	memFloorRow = "floor: in-memory, no guarantees"
+	storeRow    = "store: raw synced commits"
 )
 
-// benchCases are the throughput rows of a bench run with n messages a row.
-func benchCases(n int, quick bool) []benchCase {
+// benchCases are the throughput rows of a bench run with n messages a row,
+// the Kafka rows once per broker of kafkaBrokers (kfake, kafka).
+func benchCases(n int, quick bool, kafkaBrokers []string) []benchCase {
 	cases := []benchCase{
 		{Name: storeRow, Kind: "store", Messages: n},
 		{Name: memFloorRow, Kind: "floor", Messages: n},
@@ -255,24 +273,29 @@ func benchCases(n int, quick bool) []benchCase {
 	for _, p := range sweepParts {
 		cases = append(cases, benchCase{Name: fmt.Sprintf("exactly_once, %d partitions", p), Kind: "pipeline", Example: "counter", Partitions: p, Messages: n})
 	}
-	return append(cases,
-		benchCase{Name: "kafka: weir (KafkaSource → Counter → KafkaSink)", Kind: "kafka", Example: "kafka", Messages: n},
-		benchCase{Name: kafkaHandRow, Kind: "kafka-handwritten", BatchRows: 1000, Messages: n},
-	)
+	for _, b := range kafkaBrokers {
+		cases = append(cases,
+			benchCase{Name: kafkaRowName(b, kafkaWeirRow), Kind: "kafka", Example: "kafka", Broker: b, Messages: n},
+			benchCase{Name: kafkaRowName(b, kafkaHandRow), Kind: "kafka-handwritten", BatchRows: 1000, Broker: b, Messages: n},
+		)
+	}
+	return cases
 }
 
 // runBenchChild runs case c in a child process of bin ('bin bench --one')
 // and adds the child's CPU time and peak RSS to its result. A Kafka case
-// gets a kfake broker in another child process of self, started first and
-// stopped after; its CPU and RSS are reported apart.
+// gets a fresh broker (kfake, or Apache Kafka's JVM) in another child
+// process of self, started first and stopped after: not a child of the
+// case's process, so not in its figures; its CPU (from its readiness to its
+// stop) and peak RSS are reported apart.
 func runBenchChild(self, bin string, c benchCase) benchResult {
-	var stopBroker func() (*syscall.Rusage, error)
+	var stopBroker func() (*syscall.Rusage, time.Duration, error)
 	if isKafkaCase(c) {
-		addr, stop, err := startBenchBroker(self)
+		addrs, stop, err := startBenchBroker(self, caseBroker(c))
 		if err != nil {
 			return benchResult{Case: c, Err: err.Error()}
 		}
-		c.Brokers, stopBroker = []string{addr}, stop
+		c.Brokers, stopBroker = addrs, stop
 	}
 	b, _ := json.Marshal(c)
 	cmd := exec.Command(bin, "bench", "--one", string(b))
@@ -289,12 +312,13 @@ func runBenchChild(self, bin string, c benchCase) benchResult {
 	}
 	r.PeakRSSMiB = rss
 	if stopBroker != nil {
-		ru, err := stopBroker()
+		ru, startup, err := stopBroker()
 		if err != nil && r.Err == "" {
 			r.Err = err.Error()
 		}
 		if ru != nil && c.Messages > 0 {
-			r.BrokerCPUPerMillion = time.Duration(ru.Utime.Nano()+ru.Stime.Nano()).Seconds() / float64(c.Messages) * 1e6
+			cpu := time.Duration(ru.Utime.Nano()+ru.Stime.Nano()) - startup
+			r.BrokerCPUPerMillion = max(cpu, 0).Seconds() / float64(c.Messages) * 1e6
 			r.BrokerRSSMiB = float64(ru.Maxrss) / 1024
 		}
 	}
@@ -410,16 +434,26 @@ func (t *benchTable) median(bin int, name string) benchResult {
 
 // print writes the table: per row (and binary) the medians, and the ratios
 // of its rate to exactly_once, to the comparator of its kind (the
-// hand-written loop; the franz-go loop for Kafka rows) and to the two
-// floors, all of the same binary.
+// hand-written loop; the franz-go loop on the same broker for Kafka rows)
+// and to the two floors, all of the same binary; then the Kafka rows'
+// brokers and, for rows run on both brokers, Apache Kafka's figures over
+// kfake's.
 func (t *benchTable) print(w io.Writer) {
 	runs := 0
 	for _, rs := range t.runs {
 		runs = max(runs, len(rs))
 	}
+	nw := 52
+	for _, c := range t.order {
+		l := utf8.RuneCountInString(c.Name)
+		if len(t.bins) > 1 {
+			l += len(" [baseline]")
+		}
+		nw = max(nw, l)
+	}
 	fmt.Fprintf(w, "\nmedians of %d run(s) per row\n", runs)
-	fmt.Fprintf(w, "%-52s %10s %7s %7s %7s %7s %7s %7s %9s %8s %10s\n",
-		"case", "msg/s", "vs EO", "vs hand", "vs mem", "vs store", "p50 ms", "p99 ms", "CPU s/1M", "RSS MiB", "store B/msg")
+	fmt.Fprintf(w, "%-*s %10s %7s %7s %7s %7s %7s %7s %9s %8s %10s\n",
+		nw, "case", "msg/s", "vs EO", "vs hand", "vs mem", "vs store", "p50 ms", "p99 ms", "CPU s/1M", "RSS MiB", "store B/msg")
 	ratio := func(v, ref float64) string {
 		if v <= 0 || ref <= 0 {
 			return "-"
@@ -432,7 +466,7 @@ func (t *benchTable) print(w io.Writer) {
 		}
 		return fmt.Sprintf("%.1f", v)
 	}
-	var kafkaNotes []string
+	var kafkaNotes, realNotes []string
 	processCPU := false
 	for _, c := range t.order {
 		for b := range t.bins {
@@ -445,19 +479,25 @@ func (t *benchTable) print(w io.Writer) {
 				name += " [baseline]"
 			}
 			if r.Err != "" {
-				fmt.Fprintf(w, "%-52s FAILED: %s\n", name, r.Err)
+				fmt.Fprintf(w, "%-*s FAILED: %s\n", nw, name, r.Err)
 				continue
 			}
 			if c.Kind == "recovery" {
 				// Only the latency columns mean something: the kills'
 				// recovery times (the work runs in child processes).
-				fmt.Fprintf(w, "%-52s %10s %7s %7s %7s %7s %7s %7s %9s %8s %10s\n", name, "-", "-", "-", "-", "-", lat(r.P50), lat(r.P99), "-", "-", "-")
+				fmt.Fprintf(w, "%-*s %10s %7s %7s %7s %7s %7s %7s %9s %8s %10s\n", nw, name, "-", "-", "-", "-", "-", lat(r.P50), lat(r.P99), "-", "-", "-")
 				continue
 			}
 			hand := handRow
 			if isKafkaCase(c) {
-				hand = kafkaHandRow
+				hand = kafkaRowName(caseBroker(c), kafkaHandRow)
 				kafkaNotes = append(kafkaNotes, fmt.Sprintf("  %s: broker %.2f CPU s/1M, %.0f MiB peak RSS", name, r.BrokerCPUPerMillion, r.BrokerRSSMiB))
+				if caseBroker(c) == brokerKafka {
+					if k := t.median(b, kafkaTwin(c.Name)); len(t.runs[benchKey{b, kafkaTwin(c.Name)}]) > 0 && k.Err == "" {
+						realNotes = append(realNotes, fmt.Sprintf("  %s: msg/s %s, CPU s/1M %s, peak RSS %s", name,
+							ratio(r.MsgsPerSec, k.MsgsPerSec), ratio(r.CPUPerMillion, k.CPUPerMillion), ratio(r.PeakRSSMiB, k.PeakRSSMiB)))
+					}
+				}
 			}
 			ref := func(row string) float64 { return t.median(b, row).MsgsPerSec }
 			cpu := fmt.Sprintf("%.2f", r.CPUPerMillion)
@@ -465,7 +505,7 @@ func (t *benchTable) print(w io.Writer) {
 				cpu += "*"
 				processCPU = true
 			}
-			fmt.Fprintf(w, "%-52s %10.0f %7s %7s %7s %7s %7s %7s %9s %8.0f %10.1f\n", name, r.MsgsPerSec,
+			fmt.Fprintf(w, "%-*s %10.0f %7s %7s %7s %7s %7s %7s %9s %8.0f %10.1f\n", nw, name, r.MsgsPerSec,
 				ratio(r.MsgsPerSec, ref(eoRow)), ratio(r.MsgsPerSec, ref(hand)), ratio(r.MsgsPerSec, ref(memFloorRow)), ratio(r.MsgsPerSec, ref(storeRow)),
 				lat(r.P50), lat(r.P99), cpu, r.PeakRSSMiB, r.StoreBytesMsg)
 		}
@@ -474,11 +514,22 @@ func (t *benchTable) print(w io.Writer) {
 		fmt.Fprintln(w, "\n* CPU of the whole child process, input generation included (a binary that does not time its runs' CPU).")
 	}
 	if len(kafkaNotes) > 0 {
-		fmt.Fprintln(w, "\nThe kfake broker of each Kafka row ran in a process of its own (not in the row's figures):")
+		fmt.Fprintln(w, "\nThe broker of each Kafka row ran in a process of its own (not in the row's figures; CPU from its readiness to its stop):")
 		for _, n := range kafkaNotes {
 			fmt.Fprintln(w, n)
 		}
 	}
+	if len(realNotes) > 0 {
+		fmt.Fprintf(w, "\nApache Kafka %s over kfake (the same row on each, same binary):\n", kafkabroker.Version)
+		for _, n := range realNotes {
+			fmt.Fprintln(w, n)
+		}
+	}
+}
+
+// kafkaTwin is the name of the kfake row of the Apache Kafka row name.
+func kafkaTwin(name string) string {
+	return strings.Replace(name, "kafka ("+brokerLabel(brokerKafka)+")", "kafka ("+brokerLabel(brokerKfake)+")", 1)
 }
 
 // benchRow is the generated event: ~100 bytes encoded.

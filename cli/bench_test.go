@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/weir-stream/weir/internal/kafkabroker"
 )
 
 // TestBenchTableMedians: a row reports each column's median over its runs
@@ -19,7 +21,7 @@ func TestBenchTableMedians(t *testing.T) {
 			tb.runs[benchKey{bin, c.Name}] = append(tb.runs[benchKey{bin, c.Name}], benchResult{Case: c, MsgsPerSec: r, CPUPerMillion: float64(10 + i)})
 		}
 	}
-	cases := benchCases(100, true)
+	cases := benchCases(100, true, []string{brokerKfake, brokerKafka})
 	byName := map[string]benchCase{}
 	for _, c := range cases {
 		byName[c.Name] = c
@@ -28,8 +30,12 @@ func TestBenchTableMedians(t *testing.T) {
 	add(0, byName[memFloorRow], 1000)
 	add(0, byName[handRow], 500, 100, 400)  // median 400
 	add(0, byName[eoRow], 50, 150, 100, 90) // median (90+100)/2 = 95
-	add(0, byName[kafkaHandRow], 80)
-	add(0, byName["kafka: weir (KafkaSource → Counter → KafkaSink)"], 40)
+	kfakeWeir, kfakeHand := kafkaRowName(brokerKfake, kafkaWeirRow), kafkaRowName(brokerKfake, kafkaHandRow)
+	realWeir, realHand := kafkaRowName(brokerKafka, kafkaWeirRow), kafkaRowName(brokerKafka, kafkaHandRow)
+	add(0, byName[kfakeHand], 80)
+	add(0, byName[kfakeWeir], 40)
+	add(0, byName[realHand], 50)
+	add(0, byName[realWeir], 20)
 	add(1, byName[eoRow], 60)
 	tb.runs[benchKey{1, eoRow}][0].CPUScope = "process"
 	failed := byName["swift chain"]
@@ -61,8 +67,14 @@ func TestBenchTableMedians(t *testing.T) {
 	if got, want := strings.Join(row(eoRow)[:5], " "), "95 1.00x 0.24x 0.10x 0.47x"; got != want {
 		t.Errorf("exactly_once row: %s, want %s", got, want)
 	}
-	if got, want := strings.Join(row("kafka: weir (KafkaSource → Counter → KafkaSink)")[:5], " "), "40 0.42x 0.50x 0.04x 0.20x"; got != want {
+	if got, want := strings.Join(row(kfakeWeir)[:5], " "), "40 0.42x 0.50x 0.04x 0.20x"; got != want {
 		t.Errorf("kafka row (compared with the franz-go loop): %s, want %s", got, want)
+	}
+	if got, want := strings.Join(row(realWeir)[:5], " "), "20 0.21x 0.40x 0.02x 0.10x"; got != want {
+		t.Errorf("kafka row on Apache Kafka (compared with the franz-go loop on Apache Kafka): %s, want %s", got, want)
+	}
+	if want := "  " + realWeir + ": msg/s 0.50x, CPU s/1M 1.00x"; !strings.Contains(text, want) {
+		t.Errorf("no line %q comparing the Apache Kafka row with its kfake twin:\n%s", want, text)
 	}
 	if got, want := strings.Join(row(eoRow + " [baseline]")[:3], " "), "60 1.00x -"; got != want {
 		t.Errorf("baseline row (ratios to the baseline's own rows): %s, want %s", got, want)
@@ -75,5 +87,43 @@ func TestBenchTableMedians(t *testing.T) {
 	}
 	if !strings.Contains(text, "medians of 4 run(s)") {
 		t.Errorf("the table does not say how many runs it summarizes:\n%s", text)
+	}
+}
+
+// TestBenchKafkaBrokers: the Kafka rows run on kfake unless --kafka-broker
+// asks for a real broker (--quick included, so CI's smoke run needs no
+// Java); real and both fail at once, naming the fetch command, when the
+// jars are missing; both gives every Kafka row once per broker.
+func TestBenchKafkaBrokers(t *testing.T) {
+	t.Setenv("WEIR_KAFKA_LIBS", t.TempDir()) // no jars
+	bs, err := parseKafkaBrokers("kfake")
+	if err != nil || len(bs) != 1 || bs[0] != brokerKfake {
+		t.Fatalf("kfake: %v, %v", bs, err)
+	}
+	for _, v := range []string{"real", "both"} {
+		if _, err := parseKafkaBrokers(v); err == nil || !strings.Contains(err.Error(), kafkabroker.FetchCommand()) {
+			t.Errorf("--kafka-broker %s without the jars: %v, want an error naming %q", v, err, kafkabroker.FetchCommand())
+		}
+	}
+	if _, err := parseKafkaBrokers("zookeeper"); err == nil {
+		t.Error("--kafka-broker zookeeper accepted")
+	}
+	count := func(cases []benchCase) map[string]int {
+		n := map[string]int{}
+		for _, c := range cases {
+			if isKafkaCase(c) {
+				n[caseBroker(c)]++
+			}
+		}
+		return n
+	}
+	if n := count(benchCases(100, true, []string{brokerKfake})); n[brokerKfake] != 2 || n[brokerKafka] != 0 {
+		t.Errorf("default Kafka rows: %v, want 2 on kfake only", n)
+	}
+	if n := count(benchCases(100, false, []string{brokerKfake, brokerKafka})); n[brokerKfake] != 2 || n[brokerKafka] != 2 {
+		t.Errorf("--kafka-broker both: %v, want 2 on each", n)
+	}
+	if got, want := kafkaTwin(kafkaRowName(brokerKafka, kafkaWeirRow)), kafkaRowName(brokerKfake, kafkaWeirRow); got != want {
+		t.Errorf("twin of the Apache Kafka row: %q, want %q", got, want)
 	}
 }
