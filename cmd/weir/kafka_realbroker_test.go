@@ -3,9 +3,11 @@ package main
 // The Kafka example (examples/kafka: KafkaSource → Counter → KafkaSink)
 // through the real binary on a real Apache Kafka broker: 'weir run' is
 // SIGKILLed again and again while the input grows, partitions are added to
-// the input topic (one set between runs, one while the last run runs), the
-// broker is stopped and restarted, and SIGKILLed mid-transaction and
-// restarted, while 'weir run' runs. Apache Kafka's own Java console
+// the input topic (one set between runs, one while the last run runs), and
+// the broker is stopped and restarted twice while 'weir run' runs (its
+// SIGKILL mid-transaction is tested on three brokers in connector/kafka:
+// a single node restarted after a SIGKILL can leave a hanging transaction,
+// see connector/kafka's doc). Apache Kafka's own Java console
 // consumer, at isolation.level=read_committed, must then read every key's
 // counts 1..n exactly once, and the source's consumer group must stand at
 // the end of every input partition.
@@ -120,9 +122,9 @@ func TestRealBrokerKafkaExample(t *testing.T) {
 			if err := c.Restart(ctx, 0); err != nil {
 				t.Fatal(err)
 			}
-		case 3: // the broker crashes with transactions open
+		case 3: // again, later in the run
 			time.Sleep(300 * time.Millisecond)
-			c.Kill(0)
+			c.Stop(0)
 			if err := c.Restart(ctx, 0); err != nil {
 				t.Fatal(err)
 			}

@@ -188,35 +188,49 @@ func TestRealBrokerEngine(t *testing.T) {
 			t.Logf("%d outputs beyond the exact count; crashes %v", extra, crashes.Injected)
 		})
 	}
-	// A controlled stop (SIGTERM) and a crash (SIGKILL) of the only broker
-	// while the sinks' transactions run: the pipeline's reads and writes
-	// fail, its jobs restart, and once the broker is back every count is
-	// there once. A SIGKILLed coordinator finds its open transactions in
-	// its log and aborts or completes them.
-	for _, kill := range []bool{false, true} {
-		name := "broker-restarted"
-		if kill {
-			name = "broker-killed-mid-transaction"
-		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			f, c := newRealE2E(t, 1)
-			f.writeEvents(t, 3000, 20, 5)
-			wait := duringRun(t, c, func(ctx context.Context) error {
-				if kill {
-					c.Kill(0)
-				} else {
-					c.Stop(0)
-				}
-				time.Sleep(500 * time.Millisecond)
-				return c.Restart(ctx, 0)
-			})
-			f.run(t, counterSpecWith(c.Addrs(), "SwiftPassthrough", kafka.SinkClassName, "", 10), nil)
-			wait()
-			f.checkJavaExactlyOnce(t, c)
-			f.checkLagGroup(t)
+	// A controlled stop (SIGTERM) of the only broker while the sinks'
+	// transactions run: the pipeline's reads and writes fail, its jobs
+	// restart, and once the broker is back every count is there once.
+	t.Run("broker-restarted", func(t *testing.T) {
+		t.Parallel()
+		f, c := newRealE2E(t, 1)
+		f.writeEvents(t, 3000, 20, 5)
+		wait := duringRun(t, c, func(ctx context.Context) error {
+			c.Stop(0)
+			time.Sleep(500 * time.Millisecond)
+			return c.Restart(ctx, 0)
 		})
-	}
+		f.run(t, counterSpecWith(c.Addrs(), "SwiftPassthrough", kafka.SinkClassName, "", 10), nil)
+		wait()
+		f.checkJavaExactlyOnce(t, c)
+		f.checkLagGroup(t)
+	})
+	// A crash (SIGKILL) of one of three brokers while transactions run, and
+	// its restart a second later: the coordinators and leaders it held move
+	// to the others, and back. (On a single node, Kafka 4.4.0 restarted
+	// after a SIGKILL can skip the commit markers of a transaction it
+	// finds half-completed — "Couldn't find leader endpoint for partitions
+	// … these partitions are likely deleted already and hence can be
+	// skipped" — leaving a hanging transaction: the partition's last stable
+	// offset and the sink's marker group (UNSTABLE_OFFSET_COMMIT) stay stuck
+	// until an operator aborts it with kafka-transactions.sh; see
+	// connector/kafka's doc. That is the broker's failure, not one this
+	// test can pass through, so the crash is tested where the cluster
+	// survives it.)
+	t.Run("broker-killed-mid-transaction", func(t *testing.T) {
+		t.Parallel()
+		f, c := newRealE2E(t, 3)
+		f.writeEvents(t, 1500, 20, 7)
+		wait := duringRun(t, c, func(ctx context.Context) error {
+			c.Kill(0)
+			time.Sleep(time.Second)
+			return c.Restart(ctx, 0)
+		})
+		f.run(t, counterSpecWith(c.Addrs(), "SwiftPassthrough", kafka.SinkClassName, `"transaction_timeout" = 10000;`, 10), nil)
+		wait()
+		f.checkJavaExactlyOnce(t, c)
+		f.checkLagGroup(t)
+	})
 	// Three brokers, replication factor 3, min.insync.replicas 2: one is
 	// SIGKILLed while the pipeline runs and stays down; leaders and
 	// transaction coordinators move to the other two.
