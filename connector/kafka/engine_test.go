@@ -221,27 +221,42 @@ func (f *e2e) counts(t testing.TB) map[string][]int64 {
 	t.Helper()
 	got := map[string][]int64{}
 	for _, r := range kafka.ReadCommittedForTest(t, f.c, "counts") {
-		var row struct {
-			Key   string `json:"key"`
-			Count int64  `json:"count"`
-		}
-		if err := json.Unmarshal(r.Value, &row); err != nil {
-			t.Fatalf("output %q: %v", r.Value, err)
-		}
-		if string(r.Key) != row.Key {
-			t.Fatalf("output key %q, row key %q", r.Key, row.Key)
-		}
-		got[row.Key] = append(got[row.Key], row.Count)
+		addCount(t, got, string(r.Key), r.Value)
 	}
+	sortCounts(got)
+	return got
+}
+
+// addCount decodes an output {"key","count"} with its record key into got.
+func addCount(t testing.TB, got map[string][]int64, key string, value []byte) {
+	t.Helper()
+	var row struct {
+		Key   string `json:"key"`
+		Count int64  `json:"count"`
+	}
+	if err := json.Unmarshal(value, &row); err != nil {
+		t.Fatalf("output %q: %v", value, err)
+	}
+	if key != row.Key {
+		t.Fatalf("output key %q, row key %q", key, row.Key)
+	}
+	got[row.Key] = append(got[row.Key], row.Count)
+}
+
+func sortCounts(got map[string][]int64) {
 	for _, c := range got {
 		sort.Slice(c, func(i, j int) bool { return c[i] < c[j] })
 	}
-	return got
 }
 
 func (f *e2e) checkExactlyOnce(t testing.TB) {
 	t.Helper()
-	got := f.counts(t)
+	f.checkCounts(t, f.counts(t), "franz-go")
+}
+
+// checkCounts: got (read by reader) holds each key's counts 1..n once.
+func (f *e2e) checkCounts(t testing.TB, got map[string][]int64, reader string) {
+	t.Helper()
 	for k, n := range f.want {
 		c := got[k]
 		ok := len(c) == n
@@ -249,11 +264,11 @@ func (f *e2e) checkExactlyOnce(t testing.TB) {
 			ok = c[i] == int64(i+1)
 		}
 		if !ok {
-			t.Errorf("key %s: want counts 1..%d once each, got %d values %v", k, n, len(c), c)
+			t.Errorf("key %s: want counts 1..%d once each, %s read %d values %v", k, n, reader, len(c), c)
 		}
 	}
 	if len(got) != len(f.want) {
-		t.Errorf("output has %d keys (%v), input %d", len(got), keys(got), len(f.want))
+		t.Errorf("%s read %d keys (%v), input %d", reader, len(got), keys(got), len(f.want))
 	}
 }
 

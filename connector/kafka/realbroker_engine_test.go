@@ -14,9 +14,7 @@ package kafka_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -38,8 +36,9 @@ func newRealE2E(t testing.TB, nodes int) (*e2e, *kafkabroker.Cluster) {
 	return &e2e{c: c, want: map[string]int{}, timeout: 3 * time.Minute}, c
 }
 
-// javaCounts reads "counts" with the Java consumer (kafkabroker.ConsumeCommitted) at
-// read_committed: per key, the sorted counts.
+// javaCounts reads "counts" with the Java consumer
+// (kafkabroker.ConsumeCommitted) at read_committed: per key, the sorted
+// counts.
 func javaCounts(t testing.TB, c *kafkabroker.Cluster) map[string][]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -50,21 +49,9 @@ func javaCounts(t testing.TB, c *kafkabroker.Cluster) map[string][]int64 {
 	}
 	got := map[string][]int64{}
 	for _, r := range recs {
-		var row struct {
-			Key   string `json:"key"`
-			Count int64  `json:"count"`
-		}
-		if err := json.Unmarshal([]byte(r.Value), &row); err != nil {
-			t.Fatalf("output %q: %v", r.Value, err)
-		}
-		if r.Key != row.Key {
-			t.Fatalf("output key %q, row key %q", r.Key, row.Key)
-		}
-		got[row.Key] = append(got[row.Key], row.Count)
+		addCount(t, got, r.Key, []byte(r.Value))
 	}
-	for _, c := range got {
-		sort.Slice(c, func(i, j int) bool { return c[i] < c[j] })
-	}
+	sortCounts(got)
 	return got
 }
 
@@ -73,19 +60,7 @@ func javaCounts(t testing.TB, c *kafkabroker.Cluster) map[string][]int64 {
 func (f *e2e) checkJavaExactlyOnce(t testing.TB, c *kafkabroker.Cluster) {
 	t.Helper()
 	got := javaCounts(t, c)
-	for k, n := range f.want {
-		cs := got[k]
-		ok := len(cs) == n
-		for i := 0; ok && i < n; i++ {
-			ok = cs[i] == int64(i+1)
-		}
-		if !ok {
-			t.Errorf("key %s: want counts 1..%d once each, the Java consumer read %d values %v", k, n, len(cs), cs)
-		}
-	}
-	if len(got) != len(f.want) {
-		t.Errorf("the Java consumer read %d keys (%v), input %d", len(got), keys(got), len(f.want))
-	}
+	f.checkCounts(t, got, "the Java consumer")
 	if fmt.Sprint(got) != fmt.Sprint(f.counts(t)) {
 		t.Errorf("the Java consumer and franz-go read different outputs")
 	}
@@ -193,17 +168,11 @@ func TestRealBrokerEngine(t *testing.T) {
 	// restart, and once the broker is back every count is there once.
 	t.Run("broker-restarted", func(t *testing.T) {
 		t.Parallel()
-		f, c := newRealE2E(t, 1)
-		f.writeEvents(t, 3000, 20, 5)
-		wait := duringRun(t, c, func(ctx context.Context) error {
+		faultRun(t, 1, 3000, 5, func(ctx context.Context, c *kafkabroker.Cluster) error {
 			c.Stop(0)
 			time.Sleep(500 * time.Millisecond)
 			return c.Restart(ctx, 0)
 		})
-		f.run(t, counterSpecWith(c.Addrs(), "SwiftPassthrough", kafka.SinkClassName, "", 10), nil)
-		wait()
-		f.checkJavaExactlyOnce(t, c)
-		f.checkLagGroup(t)
 	})
 	// A crash (SIGKILL) of one of three brokers while transactions run, and
 	// its restart a second later: the coordinators and leaders it held move
@@ -219,34 +188,35 @@ func TestRealBrokerEngine(t *testing.T) {
 	// survives it.)
 	t.Run("broker-killed-mid-transaction", func(t *testing.T) {
 		t.Parallel()
-		f, c := newRealE2E(t, 3)
-		f.writeEvents(t, 1500, 20, 7)
-		wait := duringRun(t, c, func(ctx context.Context) error {
+		faultRun(t, 3, 1500, 7, func(ctx context.Context, c *kafkabroker.Cluster) error {
 			c.Kill(0)
 			time.Sleep(time.Second)
 			return c.Restart(ctx, 0)
 		})
-		f.run(t, counterSpecWith(c.Addrs(), "SwiftPassthrough", kafka.SinkClassName, `"transaction_timeout" = 10000;`, 10), nil)
-		wait()
-		f.checkJavaExactlyOnce(t, c)
-		f.checkLagGroup(t)
 	})
 	// Three brokers, replication factor 3, min.insync.replicas 2: one is
 	// SIGKILLed while the pipeline runs and stays down; leaders and
 	// transaction coordinators move to the other two.
 	t.Run("three-brokers/one-lost", func(t *testing.T) {
 		t.Parallel()
-		f, c := newRealE2E(t, 3)
-		f.writeEvents(t, 1500, 20, 6)
-		wait := duringRun(t, c, func(context.Context) error {
+		faultRun(t, 3, 1500, 6, func(_ context.Context, c *kafkabroker.Cluster) error {
 			c.Kill(1)
 			return nil
 		})
-		// A write whose coordinator died waits out transaction_timeout
-		// before it is retried: 10 s instead of 30.
-		f.run(t, counterSpecWith(c.Addrs(), "SwiftPassthrough", kafka.SinkClassName, `"transaction_timeout" = 10000;`, 10), nil)
-		wait()
-		f.checkJavaExactlyOnce(t, c)
-		f.checkLagGroup(t)
 	})
+}
+
+// faultRun runs the exactly-once pipeline over events events on a fresh
+// cluster of nodes, with fault applied once the sink has written
+// something, and checks the output with the Java consumer and the group
+// offsets. A write whose transaction coordinator died waits out
+// transaction_timeout before it is retried: 10 s instead of 30.
+func faultRun(t *testing.T, nodes, events int, seed uint64, fault func(context.Context, *kafkabroker.Cluster) error) {
+	f, c := newRealE2E(t, nodes)
+	f.writeEvents(t, events, 20, seed)
+	wait := duringRun(t, c, func(ctx context.Context) error { return fault(ctx, c) })
+	f.run(t, counterSpecWith(c.Addrs(), "SwiftPassthrough", kafka.SinkClassName, `"transaction_timeout" = 10000;`, 10), nil)
+	wait()
+	f.checkJavaExactlyOnce(t, c)
+	f.checkLagGroup(t)
 }
