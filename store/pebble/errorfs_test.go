@@ -183,15 +183,23 @@ func runWALError(t seeded, seed uint64) {
 	if st, err := s.LeaseState(t.Context(), lease); err != nil || st != store.LeaseAborted {
 		t.Errorf("LeaseState on a broken store = %v, %v; want aborted", st, err)
 	}
-	// Close reports the WAL failure (or not); either way it releases the
-	// directory.
+	// Close reports the WAL failure (or not). It releases the directory
+	// unless Pebble panicked mid-commit (wedged): then Pebble may hold its
+	// locks and the Store refuses to close it — the process must exit.
+	wedged := s.wedged.Load()
 	if err := s.Close(); err != nil {
 		t.Logf("Close of the broken store: %v", err)
 	}
 
 	opts.FS = base
-	if powerLoss {
+	switch {
+	case powerLoss:
 		opts.FS = base.CrashClone(vfs.CrashCloneCfg{})
+	case wedged:
+		// The process's exit: everything written stays (the OS keeps it),
+		// the directory lock goes with the process.
+		t.Logf("Pebble panicked mid-commit: reopening as after the process's exit")
+		opts.FS = base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(seed, 1))})
 	}
 	s, err = Open("db", opts)
 	if err != nil {
