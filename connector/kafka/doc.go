@@ -139,6 +139,15 @@
 // CONCURRENT_TRANSACTIONS, UNKNOWN_TOPIC_OR_PARTITION just after a broker
 // restart — is retried within the write's or report's deadline.
 //
+// The group_id offsets are a lag report, committed after the pipeline's
+// own commit: a report that fails is made again at the partition's next
+// Read, and when the partition closes (retrying "not now" answers for up
+// to 10 s). A finite partition read to its end while its group's
+// coordinator cannot be reached — a dead broker whose coordinations have
+// not yet moved (broker.session.timeout.ms) — closes with its group
+// offset behind, and nothing reports it again; the pipeline's position is
+// unaffected.
+//
 // One broker failure weir cannot pass through: a broker restarted after a
 // SIGKILL may skip the commit or abort markers of a transaction it finds
 // half-completed (its log says "Couldn't find leader endpoint for

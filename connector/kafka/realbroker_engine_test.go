@@ -168,7 +168,7 @@ func TestRealBrokerEngine(t *testing.T) {
 	// restart, and once the broker is back every count is there once.
 	t.Run("broker-restarted", func(t *testing.T) {
 		t.Parallel()
-		faultRun(t, 1, 3000, 5, func(ctx context.Context, c *kafkabroker.Cluster) error {
+		faultRun(t, 1, 3000, 5, true, func(ctx context.Context, c *kafkabroker.Cluster) error {
 			c.Stop(0)
 			time.Sleep(500 * time.Millisecond)
 			return c.Restart(ctx, 0)
@@ -188,7 +188,7 @@ func TestRealBrokerEngine(t *testing.T) {
 	// survives it.)
 	t.Run("broker-killed-mid-transaction", func(t *testing.T) {
 		t.Parallel()
-		faultRun(t, 3, 1500, 7, func(ctx context.Context, c *kafkabroker.Cluster) error {
+		faultRun(t, 3, 1500, 7, false, func(ctx context.Context, c *kafkabroker.Cluster) error {
 			c.Kill(0)
 			time.Sleep(time.Second)
 			return c.Restart(ctx, 0)
@@ -199,7 +199,7 @@ func TestRealBrokerEngine(t *testing.T) {
 	// transaction coordinators move to the other two.
 	t.Run("three-brokers/one-lost", func(t *testing.T) {
 		t.Parallel()
-		faultRun(t, 3, 1500, 6, func(_ context.Context, c *kafkabroker.Cluster) error {
+		faultRun(t, 3, 1500, 6, false, func(_ context.Context, c *kafkabroker.Cluster) error {
 			c.Kill(1)
 			return nil
 		})
@@ -208,15 +208,24 @@ func TestRealBrokerEngine(t *testing.T) {
 
 // faultRun runs the exactly-once pipeline over events events on a fresh
 // cluster of nodes, with fault applied once the sink has written
-// something, and checks the output with the Java consumer and the group
-// offsets. A write whose transaction coordinator died waits out
-// transaction_timeout before it is retried: 10 s instead of 30.
-func faultRun(t *testing.T, nodes, events int, seed uint64, fault func(context.Context, *kafkabroker.Cluster) error) {
+// something, and checks the output with the Java consumer and, if group,
+// the source's group offsets. A write whose transaction coordinator died
+// waits out transaction_timeout before it is retried: 10 s instead of 30.
+//
+// The group offsets are not checked where a node dies: the reader reads
+// its finite partitions to their end long before the sink is done, and
+// its last reports meet the dead node as the group's coordinator until
+// the controller moves it (broker.session.timeout.ms, 9 s) — longer than
+// a closing partition waits (see connector/kafka's doc). They are a lag
+// report; the pipeline's position is in its own state.
+func faultRun(t *testing.T, nodes, events int, seed uint64, group bool, fault func(context.Context, *kafkabroker.Cluster) error) {
 	f, c := newRealE2E(t, nodes)
 	f.writeEvents(t, events, 20, seed)
 	wait := duringRun(t, c, func(ctx context.Context) error { return fault(ctx, c) })
 	f.run(t, counterSpecWith(c.Addrs(), "SwiftPassthrough", kafka.SinkClassName, `"transaction_timeout" = 10000;`, 10), nil)
 	wait()
 	f.checkJavaExactlyOnce(t, c)
-	f.checkLagGroup(t)
+	if group {
+		f.checkLagGroup(t)
+	}
 }
