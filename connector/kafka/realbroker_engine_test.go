@@ -15,7 +15,6 @@ package kafka_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -113,53 +112,39 @@ func duringRun(t testing.TB, c *kafkabroker.Cluster, fault func(ctx context.Cont
 func TestRealBrokerEngine(t *testing.T) {
 	testproc.SkipUnlessLong(t)
 	kafkatest.Require(t)
-	t.Run("exactly-once/crashes", func(t *testing.T) {
-		t.Parallel()
-		f, c := newRealE2E(t, 1)
-		f.writeEvents(t, 1500, 20, 3)
-		crashes := enginetest.NewCrashes(3, 0.1, 20)
-		f.run(t, counterSpecWith(c.Addrs(), "SwiftPassthrough", kafka.SinkClassName, "", 20), crashes)
-		f.checkJavaExactlyOnce(t, c)
-		f.checkLagGroup(t)
-		if crashes.Total() == 0 {
-			t.Error("no crash injected")
-		}
-		t.Logf("crashes %v", crashes.Injected)
-	})
-	t.Run("exactly-once/transform-reader", func(t *testing.T) {
-		t.Parallel()
-		f, c := newRealE2E(t, 1)
-		f.writeEvents(t, 1000, 15, 4)
-		crashes := enginetest.NewCrashes(8, 0.1, 15)
-		f.run(t, counterSpecWith(c.Addrs(), "Passthrough", kafka.SinkClassName, "", 20), crashes)
-		f.checkJavaExactlyOnce(t, c)
-		f.checkLagGroup(t)
-	})
-	for _, class := range []string{kafka.AtLeastOnceSinkClassName, kafka.SinkClassName + "/at_least_once"} {
-		t.Run("at-least-once/"+class, func(t *testing.T) {
+	for _, tc := range []struct {
+		name, reader    string
+		events, keys    int
+		seed, crashSeed uint64
+	}{
+		{"exactly-once/crashes", "SwiftPassthrough", 1500, 20, 3, 3},
+		{"exactly-once/transform-reader", "Passthrough", 1000, 15, 4, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f, c := newRealE2E(t, 1)
+			f.writeEvents(t, tc.events, tc.keys, tc.seed)
+			crashes := enginetest.NewCrashes(tc.crashSeed, 0.1, 20)
+			f.run(t, counterSpecWith(c.Addrs(), tc.reader, kafka.SinkClassName, "", 20), crashes)
+			f.checkJavaExactlyOnce(t, c)
+			f.checkLagGroup(t)
+			if crashes.Total() == 0 {
+				t.Error("no crash injected")
+			}
+			t.Logf("crashes %v", crashes.Injected)
+		})
+	}
+	for _, tc := range []struct{ name, class, params string }{
+		{kafka.AtLeastOnceSinkClassName, kafka.AtLeastOnceSinkClassName, ""},
+		{kafka.SinkClassName + "/at_least_once", kafka.SinkClassName, `"delivery_guarantee" = "at_least_once";`},
+	} {
+		t.Run("at-least-once/"+tc.name, func(t *testing.T) {
 			t.Parallel()
 			f, c := newRealE2E(t, 1)
 			f.writeEvents(t, 1000, 15, 2)
-			sinkClass, params := class, ""
-			if strings.HasSuffix(class, "/at_least_once") {
-				sinkClass, params = kafka.SinkClassName, `"delivery_guarantee" = "at_least_once";`
-			}
 			crashes := enginetest.NewCrashes(5, 0.15, 20, job.CrashBeforeCommit, job.CrashAfterCommitBeforeAck)
-			f.run(t, counterSpecWith(c.Addrs(), "SwiftPassthrough", sinkClass, params, 20), crashes)
-			got := javaCounts(t, c)
-			extra := 0
-			for k, n := range f.want {
-				seen := map[int64]bool{}
-				for _, v := range got[k] {
-					seen[v] = true
-				}
-				for i := 1; i <= n; i++ {
-					if !seen[int64(i)] {
-						t.Errorf("key %s: count %d missing", k, i)
-					}
-				}
-				extra += len(got[k]) - n
-			}
+			f.run(t, counterSpecWith(c.Addrs(), "SwiftPassthrough", tc.class, tc.params, 20), crashes)
+			extra := f.checkNoneMissing(t, javaCounts(t, c))
 			t.Logf("%d outputs beyond the exact count; crashes %v", extra, crashes.Injected)
 		})
 	}
