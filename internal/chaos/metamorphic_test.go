@@ -48,7 +48,7 @@ var variants = []struct {
 	{"external-state-async", func(c *Config) { c.ExternalState, c.AsyncSink, c.CounterPartitions = true, true, 4 }},
 }
 
-// knownRaces are seed/variant runs that fail now and then for a reason
+// knownRaces are seed/variant runs ("seed/*": every variant) that fail now and then for a reason
 // found but not yet fixed. They still run; a failure of theirs whose
 // violations are all C7 (liveness and the harness's own bookkeeping — never
 // a lost, duplicated or unexpected output) is logged, not reported, unless
@@ -62,7 +62,9 @@ var knownRaces = map[string]string{
 	// not completed … controller state stopped" after the restart, with
 	// lost 0, dup 0. Replay: WEIR_METAMORPHIC_SEEDS=3 go test -race
 	// ./internal/chaos -run '^TestMetamorphic$/^102$' -count=4 -v.
-	"102/extra-stage-short-leases": "store-error episode race, liveness only",
+	// Seen in the variants extra-stage-short-leases and
+	// one-partition-batch-1: the episode is seed 102's, so every variant.
+	"102/*": "store-error episode race, liveness only",
 }
 
 // onlyLiveness reports whether every violation is of class C7.
@@ -103,7 +105,11 @@ func TestMetamorphic(t *testing.T) {
 				}
 				res := Run(context.Background(), sc, Options{})
 				if res.Failed() {
-					if why, ok := knownRaces[fmt.Sprintf("%d/%s", seed, v.name)]; ok && onlyLiveness(res.Violations) && os.Getenv("WEIR_CHAOS_STRICT") != "1" {
+					why, ok := knownRaces[fmt.Sprintf("%d/%s", seed, v.name)]
+					if !ok {
+						why, ok = knownRaces[fmt.Sprintf("%d/*", seed)]
+					}
+					if ok && onlyLiveness(res.Violations) && os.Getenv("WEIR_CHAOS_STRICT") != "1" {
 						t.Logf("variant %s: KNOWN RACE, not failed (%s; WEIR_CHAOS_STRICT=1 fails it): %s", v.name, why, res.Report(replay))
 						continue
 					}
