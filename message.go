@@ -10,6 +10,13 @@ import (
 // Row is a message payload: named columns. Column values are nil, bool,
 // int64, uint64, float64, string, []byte, or nested []any and map[string]any
 // of those (the types the binary codec keeps exactly).
+//
+// Output.Add also takes int and int32 (kept as int64), uint32 (uint64) and
+// float32 (float64), and converts them when the row is emitted: downstream
+// code, routing and the store see one representation per value, the same
+// before and after a restart (a row re-sent from the outbox is decoded). A
+// row with other types (uint, int8, time.Time, …) is refused with an
+// error naming the column. The row passed to Add is not modified.
 type Row = map[string]any
 
 // Key is the grouping key of a message inside a computation: the values of

@@ -217,7 +217,7 @@ func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Mess
 			SystemTimestamp:    sys,
 			AlignmentTimestamp: rec.WriteTimestamp,
 			EventTimestamp:     ev,
-			Payload:            rec.Row,
+			Payload:            codec.Canonical(rec.Row),
 		}
 		idBuf = msgid.AppendOrdered(idBuf, seq, r.stream, uint64(rec.Offset))
 		ends = append(ends, len(idBuf))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/internal/userstate"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/store"
@@ -185,6 +186,9 @@ func (c *collector) add(stream string, row weir.Row, parents []*weir.Message) er
 			return c.refuse(fmt.Errorf("weir: SwiftMap %s: output message has %d parents; merging requires allow_batching_with_relaxed_guarantees=true", c.job.comp.Name, len(parents)))
 		}
 	}
+	// One representation per value before the row is hashed, stored or
+	// sent (codec.Canonical says why).
+	row = codec.Canonical(row)
 	*c.out = append(*c.out, emitted{stream: stream, row: row, parents: parents, timer: c.timer, key: c.key})
 	return nil
 }

@@ -80,3 +80,25 @@ func TestAtLeastOnceConsistent(t *testing.T) {
 		}
 	})
 }
+
+// TestNonCanonicalKeyRoutingAfterRestart: Reader emits a uint32 first in
+// Counter's group_by key, and jobs crash after their commit, so outputs are
+// re-sent from the outbox (where the value decodes as uint64). Every copy
+// must reach the same Counter partition: a re-sent copy routed elsewhere
+// escapes deduplication and is counted twice (issue 23, item 3).
+func TestNonCanonicalKeyRoutingAfterRestart(t *testing.T) {
+	for _, point := range []job.CrashPoint{job.CrashAfterCommitBeforeAck, job.CrashAfterAckBeforeErase} {
+		t.Run(string(point), func(t *testing.T) {
+			ctx := context.Background()
+			crashes := NewCrashes(11, 0.1, 25, point)
+			h := New(t, Options{Seed: 9, Messages: 600, CounterPartitions: 4, Uint32Bucket: true, Hooks: crashes})
+			if err := h.RunToCompletion(ctx, 60*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if crashes.Total() == 0 {
+				t.Fatalf("no crash was injected at %s: the test proves nothing", point)
+			}
+			h.RequireExactlyOnce(ctx)
+		})
+	}
+}

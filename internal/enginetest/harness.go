@@ -21,6 +21,7 @@ import (
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/controller"
+	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/internal/testconn"
 	"github.com/weir-stream/weir/job"
 	"github.com/weir-stream/weir/plan"
@@ -81,6 +82,12 @@ type Options struct {
 	// writes a key range disjoint from Counter's, owner "Counter" the same
 	// rows (read-modify-writes that race Counter's).
 	SecondWriter string
+	// Uint32Bucket makes Reader add a column "bucket" holding a uint32
+	// derived from the key, and Counter group by (bucket, key): a
+	// non-canonical integer first in the group_by key, whose routing must
+	// not change when an output is re-sent from the outbox (decoded as
+	// uint64).
+	Uint32Bucket bool
 }
 
 func (o *Options) defaults() {
@@ -186,6 +193,10 @@ func New(t testing.TB, o Options) *Harness {
 		c := pl.Computations["Counter"]
 		c.Code = testconn.TimerCounter()
 		c.Timers = map[string]plan.TimerPlan{"fire": {}}
+	}
+	if o.Uint32Bucket {
+		pl.Computations["Reader"].Code = uint32Bucketer(readerKind)
+		pl.Computations["Counter"].GroupBy = []string{"bucket", "key"}
 	}
 	if o.ExtraStage {
 		pl.Computations["Relay"] = &plan.CompPlan{
@@ -362,3 +373,16 @@ func (h *Harness) CheckAtLeastOnce(ctx context.Context) (dups int, bad []string,
 
 // sourceRows returns the generated input, per source partition.
 func (h *Harness) sourceRows() map[string][]weir.Row { return h.rows }
+
+// uint32Bucketer is Reader's code under Options.Uint32Bucket: it passes each
+// row on with a column "bucket", a uint32 that is a function of the key.
+func uint32Bucketer(kind weir.Kind) weir.Computation {
+	return weir.Computation{Kind: kind, OnMessage: func(_ weir.Context, msg *weir.Message, out weir.Output) error {
+		k, _ := msg.Payload["key"].(string)
+		row := weir.Row{"bucket": uint32(codec.Hash64([]byte(k)) >> 33)}
+		for c, v := range msg.Payload {
+			row[c] = v
+		}
+		return out.Add("words", row)
+	}}
+}
