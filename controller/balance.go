@@ -21,10 +21,10 @@ import "time"
 // A worker without Finisher handles (a simulation's) is moved the hard
 // way at once.
 
-// balance asks the jobs above each live worker's bound to finish.
-// busy counts the starts this cycle already chose per worker. REQUIRES:
-// c.mu held; the pipeline is working.
-func (c *Controller) balance(eff *effects, now time.Time, busy map[Worker]int) {
+// balance asks the jobs above each live worker's bound to finish. load is
+// jobLoads' count plus the starts this cycle already chose. REQUIRES: c.mu
+// held; the pipeline is working.
+func (c *Controller) balance(eff *effects, now time.Time, load map[Worker]int) {
 	ws := c.workers()
 	live := map[Worker]bool{}
 	for _, w := range ws {
@@ -35,19 +35,10 @@ func (c *Controller) balance(eff *effects, now time.Time, busy map[Worker]int) {
 	if len(live) == 0 {
 		return
 	}
-	count := map[Worker]int{}
-	for w, n := range busy {
-		count[w] += n
-	}
 	want := 0
 	for _, id := range c.order {
-		p := c.partitions[id]
-		if c.complete[p.comp.Name] {
-			continue
-		}
-		want++
-		if p.job != nil && !p.job.finishing {
-			count[p.job.worker]++
+		if !c.complete[c.partitions[id].comp.Name] {
+			want++
 		}
 	}
 	bound := (want + len(live) - 1) / len(live)
@@ -55,22 +46,22 @@ func (c *Controller) balance(eff *effects, now time.Time, busy map[Worker]int) {
 	// a move is made only into room, so that nothing moves back and forth.
 	room := 0
 	for w := range live {
-		room += max(0, bound-count[w])
+		room += max(0, bound-load[w])
 	}
 	for _, w := range ws {
 		if room == 0 {
 			return
 		}
-		excess := count[w] - bound
+		excess := load[w] - bound
 		if !live[w] {
 			if !w.AliveAt(now, c.cfg.LostWorkerTimeout) {
 				continue // its jobs are removed as lost
 			}
-			excess = count[w] // draining: everything moves
+			excess = load[w] // draining: everything moves
 		}
 		for i := len(c.order) - 1; i >= 0 && excess > 0 && room > 0; i-- {
 			p := c.partitions[c.order[i]]
-			if p.job == nil || p.job.worker != w || p.job.finishing {
+			if !counted(p) || p.job.worker != w || c.complete[p.comp.Name] {
 				continue
 			}
 			c.startMove(eff, p, now)
@@ -79,6 +70,26 @@ func (c *Controller) balance(eff *effects, now time.Time, busy map[Worker]int) {
 		}
 	}
 }
+
+// jobLoads counts each worker's load as balancing and placement weigh it:
+// the current jobs of unfinished computations that are not being moved
+// off. A completed computation's jobs stay, idle, and are not counted:
+// counting them in placement but not in balancing (as a worker's own job
+// count did) put a moved job back on the worker it was moved off, every
+// cycle, and the pipeline never completed. REQUIRES: c.mu held.
+func (c *Controller) jobLoads() map[Worker]int {
+	load := map[Worker]int{}
+	for _, id := range c.order {
+		p := c.partitions[id]
+		if counted(p) && !c.complete[p.comp.Name] {
+			load[p.job.worker]++
+		}
+	}
+	return load
+}
+
+// counted reports whether p's job counts towards its worker's load.
+func counted(p *partition) bool { return p.job != nil && !p.job.finishing }
 
 // startMove asks p's job to finish its epoch in flight; a cycle after it
 // exited removes it (finishMove). A handle that cannot finish gracefully

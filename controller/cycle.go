@@ -179,18 +179,18 @@ func (c *Controller) decide(obs observation) effects {
 	c.publishControls(&eff, now)
 	switch c.state {
 	case Working, Draining:
-		busy := map[Worker]int{}
+		load := c.jobLoads()
 		for _, id := range c.order {
 			p := c.partitions[id]
 			if p.job == nil && !c.complete[p.comp.Name] && !now.Before(p.restartAt) {
-				if w := c.chooseWorker(now, busy); w != nil {
-					busy[w]++
+				if w := c.chooseWorker(now, load); w != nil {
+					load[w]++
 					eff.starts = append(eff.starts, start{p: p, worker: w})
 				}
 			}
 		}
 		if c.cfg.Balance && c.state == Working {
-			c.balance(&eff, now, busy)
+			c.balance(&eff, now, load)
 		}
 	default:
 		c.stopAllJobs(&eff, now)

@@ -164,16 +164,17 @@ func (c *Controller) allExited(now time.Time) bool {
 	return len(c.exiting) == 0
 }
 
-// chooseWorker returns the live worker with the fewest jobs, counting
-// busy[w] jobs this cycle already chose for it (nil if none is live).
+// chooseWorker returns the live worker with the least load (jobLoads plus
+// the starts this cycle already chose for it; nil if none is live): the
+// same count balancing bounds, so a placed job is not moved again.
 // REQUIRES: c.mu held.
-func (c *Controller) chooseWorker(now time.Time, busy map[Worker]int) Worker {
+func (c *Controller) chooseWorker(now time.Time, load map[Worker]int) Worker {
 	var w Worker
 	for _, cand := range c.workers() {
 		if !cand.AliveAt(now, c.cfg.LostWorkerTimeout) || draining(cand) {
 			continue
 		}
-		if w == nil || cand.Load()+busy[cand] < w.Load()+busy[w] {
+		if w == nil || load[cand] < load[w] {
 			w = cand
 		}
 	}
