@@ -126,6 +126,10 @@ type SinkContext struct {
 	SaveState func(txn *store.Txn, state []byte)
 	// Logf logs a line attributed to the sink. Never pass secrets.
 	Logf func(format string, args ...any)
+	// Dropped counts n outputs the sink gave up (at-most-once) in its
+	// computation's status; nil: not counted. Sinks call ReportDropped,
+	// which logs too. It may be called from any goroutine, also after Close.
+	Dropped func(n int)
 }
 
 // Sink is one instance of a sink for one job (partition).
@@ -141,7 +145,8 @@ type Sink interface {
 	Sync(ctx context.Context, txn *store.Txn) error
 	Commit(ctx context.Context)
 	// Close stops the instance, waiting for in-flight work as the sink
-	// defines (an at-most-once sink waits up to suspend_destruction_duration).
+	// defines (an at-most-once sink waits up to suspend_destruction_duration
+	// and reports what it abandons: see Queueing).
 	Close() error
 }
 
@@ -168,6 +173,12 @@ type Progress struct {
 	// Final: no input will ever reach the computation again (every
 	// upstream completed, or its finite source is read to the end).
 	Final bool
+	// Backpressure: the computation's outbox is at its limit
+	// (output_store_count_limit or output_store_bytes_limit), so it takes
+	// no input until outputs are acknowledged. A sink that holds
+	// unacknowledged output back (an open table) should flush it: nothing
+	// else may release the outbox, and the computation would stall.
+	Backpressure bool
 }
 
 // ProgressObserver is implemented by sinks that act on their computation's

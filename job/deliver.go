@@ -399,8 +399,9 @@ func (j *Job) flushSwift() {
 	j.recv.Ack(acked...)
 }
 
-// tellSinks gives the sinks that observe it the computation's progress.
-func (j *Job) tellSinks(ctl board.Control) {
+// tellSinks gives the sinks that observe it the computation's progress;
+// blocked: the outbox is full (connector.Progress.Backpressure).
+func (j *Job) tellSinks(ctl board.Control, blocked bool) {
 	var p *connector.Progress
 	for _, s := range j.sinks {
 		o, ok := s.sink.(connector.ProgressObserver)
@@ -408,7 +409,7 @@ func (j *Job) tellSinks(ctl board.Control) {
 			continue
 		}
 		if p == nil {
-			p = &connector.Progress{EventWatermark: j.eventWM, Draining: ctl.Draining, Final: ctl.UpstreamDone}
+			p = &connector.Progress{EventWatermark: j.eventWM, Draining: ctl.Draining, Final: ctl.UpstreamDone, Backpressure: blocked}
 			if j.src != nil {
 				p.SystemWatermark = j.src.nextSystemTimestamp()
 				p.EventWatermark, _ = j.src.eventWatermark(j.st.Now())

@@ -107,7 +107,6 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 		// for Apply.
 		j.flushSwift()
 	}
-	j.tellSinks(ctl)
 
 	// 2. Backpressure: a full outbox (or too many Swift outputs in flight)
 	// blocks input.
@@ -117,6 +116,7 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 		bytes += j.swift.heldBytes()
 	}
 	blocked := n >= j.comp.OutputStoreCountLimit || bytes >= j.comp.OutputStoreBytesLimit
+	j.tellSinks(ctl, blocked)
 
 	// 3. Fetch.
 	var msgs []*weir.Message

@@ -100,6 +100,13 @@
 // slot arrives (the slot's time boundary: no earlier row can follow in id
 // order), when it holds max_row_count rows or max_data_weight, or when the
 // wall clock has passed the slot's end and no row arrived for close_delay.
+// It is also published at once, whatever its slot, when no input will
+// reach the computation again (a finite pipeline completes only once its
+// outputs are in published tables), when the pipeline drains (a stop
+// waits for the same) and when the computation's outbox is full
+// (output_store_count_limit, 100,000 by default, is below max_row_count:
+// the computation takes no input until outputs leave the outbox, and they
+// leave when their table is published).
 // A late row (of an earlier slot) goes into the open table: tables are
 // written in arrival order. Tables are named
 // "<slot start, ISO 8601>_<table number>.<ext>", numbered by a sequence

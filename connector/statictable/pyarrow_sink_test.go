@@ -182,7 +182,7 @@ func TestSinkOutputReadByPyarrow(t *testing.T) {
 		in, out := t.TempDir(), t.TempDir()
 		want := tabletest.WriteInput(t, in, 4, 300, 20, 5)
 		crashes := enginetest.NewCrashes(9, 0.05, 25)
-		runEngine(t, t.TempDir(), pipelineSpec(in, out, 2, `"max_row_count" = 200;`), crashes)
+		runEngine(t, t.TempDir(), pipelineSpec(in, out, 2, shortSlots+`"max_row_count" = 200;`), crashes)
 		t.Logf("crashes injected: %v", crashes.Injected)
 
 		got := map[string][]int64{}

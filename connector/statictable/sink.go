@@ -85,6 +85,10 @@ type Sink struct {
 	published  []*pending
 	recorded   []*pending
 	nextExpiry time.Time
+	// flush: the computation's input is finished, a drain is in progress
+	// or its outbox is full (Progress): the open table is published at the
+	// next Commit instead of waiting for its slot to end.
+	flush bool
 
 	mu      sync.Mutex
 	failure error
@@ -92,6 +96,8 @@ type Sink struct {
 	mRows, mReplayed, mData, mEmpty, mBytes, mExpired, mConflicts prometheus.Counter
 	mPublish                                                      prometheus.Observer
 }
+
+var _ connector.ProgressObserver = (*Sink)(nil)
 
 // NewSink builds an ArrivalOrderTableSink instance from its spec
 // parameters. It does not touch the directory: Init does.
@@ -296,7 +302,7 @@ func (s *Sink) Commit(ctx context.Context) {
 		}
 	}
 	s.registered = nil
-	if s.closeDue(now) {
+	if s.closeDue(now) || (s.flush && s.open != nil) {
 		if err := s.publish(ctx, now); err != nil {
 			s.fail(err)
 			return
@@ -325,11 +331,27 @@ func (s *Sink) Failure() error {
 	return s.failure
 }
 
+// Progress (connector.ProgressObserver) learns whether the open table
+// must be flushed: when no input will reach the computation again (a
+// finite run completes only after its outputs are acknowledged, which for
+// this sink is after their table is published), when the pipeline drains
+// (a stop waits for the same), and when the computation's outbox is full
+// (it takes no input until outputs leave it, and they leave only when
+// published). A flushed table is an ordinary publish — temporary file,
+// rename, manifest replace with the frontier — so its crash safety is the
+// publish's; rows that arrive after it go into a new table, of the same
+// slot if they belong to it (tables are numbered, so two tables of a slot
+// have distinct names).
+func (s *Sink) Progress(p connector.Progress) {
+	s.flush = p.Final || p.Draining || p.Backpressure
+}
+
 // PendingSync asks for an epoch when the sink has progress to make
 // without new input: messages to add or to record, a table whose slot
-// ended, tables to expire, or a failure to report.
+// ended or that must be flushed (Progress), tables to expire, or a
+// failure to report.
 func (s *Sink) PendingSync() bool {
-	if len(s.registered) > 0 || len(s.published) > 0 || s.Failure() != nil {
+	if len(s.registered) > 0 || len(s.published) > 0 || s.Failure() != nil || (s.flush && s.open != nil) {
 		return true
 	}
 	now := s.now()
