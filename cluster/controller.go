@@ -111,7 +111,9 @@ func RunController(ctx context.Context, cfg ControllerConfig) (controller.State,
 		AliveTimeout: sp.Dynamic.LostJobTimeout.Std(),
 		Deposed:      func() { close(deposed); cancel() }})
 	eng, err := engine.New(lctx, engine.Config{Spec: sp, Store: st, Classes: cfg.Classes, Connectors: cfg.Connectors,
-		Logf: cfg.Logf, Warnf: cfg.Warnf, Pool: pool, Balance: true})
+		Logf: cfg.Logf, Warnf: cfg.Warnf, Pool: pool, Balance: true,
+		// Job ids unique across terms: workers report exits by id.
+		JobIDPrefix: fmt.Sprintf("t%d.", l.Term())})
 	if err != nil {
 		return "", deposedOr(l, err)
 	}

@@ -267,7 +267,9 @@ func (w *Worker) start(ctx context.Context, req *StartRequest) (*StartReply, err
 		_, jerr := h.Done()
 		w.node.JobEnded(p, req.Lease)
 		w.mu.Lock()
-		delete(w.jobs, req.JobID)
+		if rj, ok := w.jobs[req.JobID]; ok && rj.h == h {
+			delete(w.jobs, req.JobID) // never another job's entry
+		}
 		msg := ""
 		if jerr != nil {
 			msg = jerr.Error()

@@ -70,6 +70,15 @@ type Config struct {
 	// ⌈jobs/workers⌉ (balance.go). The embedded engine's workers share one
 	// process and do not need it.
 	Balance bool
+	// JobIDPrefix goes in front of the number of every job id this
+	// controller issues ("Counter/0#" + prefix + n). Job ids must be unique
+	// across every controller that may talk to the same workers: workers
+	// report exits by job id, and a new leader whose first job ids repeated
+	// its predecessor's (both count from 1) was told its fresh jobs had
+	// exited, with the old jobs' "lease … is aborted", and restarted them
+	// with backoff. The distributed mode sets "t<term>."; the embedded
+	// engine's workers live and die with their controller and need none.
+	JobIDPrefix string
 
 	// LeaseTimeout: a lease not pinged for this long expires (default 5s).
 	LeaseTimeout time.Duration

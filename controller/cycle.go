@@ -331,7 +331,7 @@ func (c *Controller) startJob(ctx context.Context, s start, now time.Time) error
 	p := s.p
 	p.lastLease = lease
 	c.seq++
-	id := plan.JobID(fmt.Sprintf("%s#%d", p.spec.ID, c.seq))
+	id := plan.JobID(fmt.Sprintf("%s#%s%d", p.spec.ID, c.cfg.JobIDPrefix, c.seq))
 	spec := plan.JobSpec{Comp: p.comp, Partition: p.spec, JobID: id, Lease: lease, Seed: c.cfg.Rand.Uint64()}
 	// The board accepts the job's first post (from Init) only once it owns
 	// the partition.

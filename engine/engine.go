@@ -42,6 +42,8 @@ type Config struct {
 	// moves jobs so that no worker holds more than its share.
 	Pool    controller.Pool
 	Balance bool
+	// JobIDPrefix: controller.Config.JobIDPrefix.
+	JobIDPrefix string
 }
 
 // Engine is a pipeline running in this process.
@@ -94,7 +96,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.ctl, err = controller.New(controller.Config{
 		Plan: pl, Store: cfg.Store, Hub: e.hub, Board: e.board, Workers: worker.ForController(e.workers),
-		Pool: cfg.Pool, Balance: cfg.Balance,
+		Pool: cfg.Pool, Balance: cfg.Balance, JobIDPrefix: cfg.JobIDPrefix,
 		LeaseTimeout: d.LeaseTimeout.Std(), LeasePingPeriod: d.LeasePingPeriod.Std(),
 		LostWorkerTimeout: d.LostJobTimeout.Std(), SchedulerPeriod: d.SchedulerPeriod.Std(),
 		RestartBackoff: d.JobRestartBackoff.Std(), RestartBackoffMax: d.JobRestartBackoffMax.Std(),

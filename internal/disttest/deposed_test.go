@@ -94,5 +94,6 @@ func TestDeposedControllerStandsBy(t *testing.T) {
 	t.Logf("%s (term %d) frozen; %s took over (term %d); the old one stood by again", first.ID, first.Lease, second.ID, second.Lease)
 	if os.Getenv("WEIR_DIST_LOGS") == "1" {
 		t.Logf("old controller:\n%s", old.out.String())
+		t.Logf("new controller:\n%s", ctls[second.ID].out.String())
 	}
 }
