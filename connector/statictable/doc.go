@@ -65,13 +65,19 @@
 //
 // Identity. The catalog records each table's size and modification time
 // when it is cataloged; the partition that first opens it adds the SHA-256
-// of its contents, its row count and its base. From then on any difference
-// — at a re-list (size, mtime), or when a partition opens it (size, mtime,
-// checksum, rows) — is an error naming the table, never a silent re-read:
-// the partition stops at its committed position until the table is
+// of its contents, its row count and its base. Content decides: a table
+// whose modification time changed but whose size and SHA-256 are the
+// recorded ones (a touch, a copy of the same bytes) is the same table —
+// the re-list records its new mtime, and a partition opening it reads on.
+// Any other difference — in size, checksum or rows — is an error naming
+// the table, never a silent re-read: the partition that still has rows
+// to read in it stops at its committed position until the table is
 // restored (a table read to the end may also be removed; a removed table
-// that is not fully read is an error). A table that changed before any
-// partition opened it is simply cataloged anew. A truncated or corrupt
+// that is not fully read is an error). The change never fails the
+// listing (it is logged once and counted): new tables are cataloged and
+// the other partitions read on, while order holds back only the changed
+// table's partition. A table that changed before any partition opened
+// it is simply cataloged anew. A truncated or corrupt
 // Parquet file, a malformed JSON Lines line and an unreadable file
 // (permissions) are errors naming the file (and the line); the partition's
 // job fails and restarts at its committed position, so nothing is lost

@@ -137,8 +137,9 @@ func (s *Source) warnOnce(key, format string, args ...any) {
 // timestamps (ties by name). A table whose timestamp is earlier than one
 // already cataloged arrived late: it is read after the tables cataloged
 // before it (logged). A cataloged table whose size or modification time
-// changed is an error naming it if a partition has opened it (its rows
-// may be processed); if not, its new identity is recorded.
+// changed gets its new identity recorded if no partition has opened it;
+// if one has, see relistOpened: it is never an error of the listing, so
+// new tables are cataloged and the other partitions go on.
 func (s *Source) Partitions(ctx context.Context) ([]string, error) {
 	s.mu.Lock()
 	checked := s.countChecked
@@ -193,8 +194,9 @@ func (s *Source) catalogNew(ctx context.Context) error {
 				continue
 			}
 			if e.Opened {
-				s.changed.Add(1)
-				errs = append(errs, s.changedErr(e, f.size, f.modTime, ""))
+				if err := s.relistOpened(ctx, e, f); err != nil {
+					return err
+				}
 				continue
 			}
 			ne := *e
@@ -237,6 +239,71 @@ func (s *Source) catalogNew(ctx context.Context) error {
 		s.cataloged.Add(float64(len(fresh)))
 	}
 	return errors.Join(errs...)
+}
+
+// relistOpened handles a listing that finds an opened table with another
+// size or modification time than the catalog's. The same size and the
+// recorded SHA-256: the file was touched or copied over with identical
+// bytes, so the new modification time is recorded and nothing else
+// changes. Otherwise the table changed after it was read: it is logged
+// once per new identity and counted, not returned — an error of the
+// listing would hold back every table of the source (at a restart, the
+// whole source: its partitions are laid out only after a listing
+// succeeds). The partition that still has rows to read in the table stops
+// at it when it opens it (check compares the identity); a partition past
+// it has read all of it and goes on. It returns only store errors
+// (errCatalogRace: the caller lists again).
+func (s *Source) relistOpened(ctx context.Context, e *tableEntry, f fileInfo) error {
+	key := fmt.Sprintf("changed\x00%s\x00%d\x00%d", f.name, f.size, f.modTime.UnixNano())
+	s.mu.Lock()
+	seen := s.warned[key]
+	s.mu.Unlock()
+	if seen {
+		return nil
+	}
+	name := filepath.Join(s.dir, f.name)
+	what := ""
+	if f.size == e.Size {
+		sum, err := fileSHA256(name)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil // removed since the listing: the next one tells
+		}
+		if err != nil {
+			s.unreadable.Add(1)
+			s.warnOnce(key, "%s: table %s cannot be read to compare its checksum: %v", s.path, name, err)
+			return nil
+		}
+		if sum == e.Checksum {
+			ne := *e
+			ne.ModTime = f.modTime
+			if err := s.cat.replace(ctx, e, &ne); err != nil {
+				return err
+			}
+			s.logf("%s: table %s was modified (%s → %s) but its contents are the ones read (same SHA-256); its new modification time is recorded",
+				s.path, name, e.ModTime.Format(time.RFC3339Nano), f.modTime.Format(time.RFC3339Nano))
+			return nil
+		}
+		what = "its SHA-256 checksum differs"
+	}
+	s.changed.Add(1)
+	s.warnOnce(key, "%v", s.changedErr(e, f.size, f.modTime, what))
+	return nil
+}
+
+// fileSHA256 is the SHA-256 of the file at path.
+func fileSHA256(path string) ([32]byte, error) {
+	var sum [32]byte
+	f, err := os.Open(path)
+	if err != nil {
+		return sum, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return sum, err
+	}
+	h.Sum(sum[:0])
+	return sum, nil
 }
 
 // changedErr says that table e changed since it was cataloged and read.
@@ -424,7 +491,10 @@ func (p *sourcePartition) check(ctx context.Context, f *os.File, e *tableEntry) 
 		return nil, fmt.Errorf("%s: table %s: %w", s.path, name, err)
 	}
 	size, mtime := fi.Size(), fi.ModTime().UTC()
-	if e.Opened && (size != e.Size || !mtime.Equal(e.ModTime)) {
+	// A different modification time alone is decided by the checksum
+	// below: a touched table, or one copied over with the same bytes, is
+	// the table that was read.
+	if e.Opened && size != e.Size {
 		s.changed.Add(1)
 		return nil, s.changedErr(e, size, mtime, "")
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/store"
@@ -112,28 +113,101 @@ func TestSourceOrder(t *testing.T) {
 }
 
 // TestSourceChangedTable: a table changed after a partition read part of
-// it is an error naming it, at the next open (restart) and at the next
-// listing; it is never read again silently.
+// it is an error naming it when its partition opens it again (a restart);
+// it is never read again silently. The listing does not fail (issue 23
+// item 10): tables that appear after it are cataloged and the other
+// partition reads them; the changed table's partition stops at it.
 func TestSourceChangedTable(t *testing.T) {
 	dir := t.TempDir()
 	st := openStore(t)
+	params := map[string]any{"directory": dir, "partition_count": 2}
 	writeFile(t, dir, "2024-01-01.jsonl", `{"k":"a"}`+"\n"+`{"k":"b"}`+"\n")
-	s := newTestSource(t, st, map[string]any{"directory": dir})
+	writeFile(t, dir, "2024-01-02.jsonl", `{"k":"p1"}`+"\n")
+	s := newTestSource(t, st, params)
 	keys, _ := s.Partitions(context.Background())
 	got, next, err := readKeys(t, s, keys[0], 0, 1)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("read %v %v", got, err)
 	}
 	name := filepath.Join(dir, "2024-01-01.jsonl")
-	for _, body := range []string{`{"k":"a"}` + "\n" + `{"k":"B"}` + "\n", `{"k":"a"}` + "\n"} {
+	for i, body := range []string{`{"k":"a"}` + "\n" + `{"k":"B"}` + "\n", `{"k":"a"}` + "\n"} {
 		writeFile(t, dir, "2024-01-01.jsonl", body)
-		s2 := newTestSource(t, st, map[string]any{"directory": dir})
+		s2 := newTestSource(t, st, params)
 		_, _, err = readKeys(t, s2, keys[0], next, 10)
 		if err == nil || !strings.Contains(err.Error(), "table "+name+" changed after it was read") {
 			t.Fatalf("read of a changed table: %v", err)
 		}
-		if _, err := s2.Partitions(context.Background()); err == nil || !strings.Contains(err.Error(), name) {
+		// A new table for each partition: the listing catalogs them.
+		writeFile(t, dir, fmt.Sprintf("2024-01-0%d.jsonl", 3+2*i), fmt.Sprintf(`{"k":"n%d"}`+"\n", 2*i))
+		writeFile(t, dir, fmt.Sprintf("2024-01-0%d.jsonl", 4+2*i), fmt.Sprintf(`{"k":"n%d"}`+"\n", 2*i+1))
+		if _, err := s2.Partitions(context.Background()); err != nil {
 			t.Fatalf("listing with a changed table: %v", err)
+		}
+		other, _, err := readKeys(t, s2, keys[1], 0, 10)
+		if want := map[int]string{0: "p1 n1", 1: "p1 n1 n3"}[i]; err != nil || strings.Join(other, " ") != want {
+			t.Fatalf("the other partition read %v (%v), want %s", other, err, want)
+		}
+		if _, _, err = readKeys(t, s2, keys[0], next, 10); err == nil || !strings.Contains(err.Error(), name) {
+			t.Fatalf("read past a changed table: %v", err)
+		}
+	}
+}
+
+// TestSourceTouchedTable: a table whose modification time changed but
+// whose bytes did not (a touch, a copy of the same bytes) is the table
+// that was read (issue 23 item 10): after a restart the listing succeeds,
+// records the new modification time, and the partition reads on.
+func TestSourceTouchedTable(t *testing.T) {
+	dir := t.TempDir()
+	st := openStore(t)
+	params := map[string]any{"directory": dir}
+	body := `{"k":"a"}` + "\n" + `{"k":"b"}` + "\n" + `{"k":"c"}` + "\n"
+	writeFile(t, dir, "2024-01-01.jsonl", body)
+	s := newTestSource(t, st, params)
+	keys, _ := s.Partitions(context.Background())
+	_, next, err := readKeys(t, s, keys[0], 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "2024-01-01.jsonl")
+	later := time.Now().Add(time.Hour)
+	for _, step := range []struct {
+		name   string
+		change func()
+		want   string
+	}{
+		{"touch", func() {
+			if err := os.Chtimes(path, later, later); err != nil {
+				t.Fatal(err)
+			}
+		}, "b"},
+		{"copy-same-bytes", func() {
+			tmp := filepath.Join(dir, ".copy")
+			writeFile(t, dir, ".copy", body)
+			later = later.Add(time.Hour)
+			if err := os.Chtimes(tmp, later, later); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, path); err != nil {
+				t.Fatal(err)
+			}
+		}, "c"},
+	} {
+		step.change()
+		// The partition opens it before the listing sees it: the open
+		// decides by the checksum too.
+		s2 := newTestSource(t, st, params)
+		var got []string
+		got, next, err = readKeys(t, s2, keys[0], next, 1)
+		if err != nil || strings.Join(got, " ") != step.want {
+			t.Fatalf("%s: read %v (%v), want %s", step.name, got, err, step.want)
+		}
+		if _, err := s2.Partitions(context.Background()); err != nil {
+			t.Fatalf("%s: listing: %v", step.name, err)
+		}
+		e, _, err := s2.cat.get(context.Background(), 0)
+		if err != nil || e.ModTime.Unix() != later.Unix() {
+			t.Fatalf("%s: cataloged modification time %v (%v), want %v", step.name, e.ModTime, err, later)
 		}
 	}
 }
