@@ -164,7 +164,7 @@ func runWorker(o *Options, args []string) error {
 		deadline := time.After(*drainTimeout)
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
-		for w.Jobs() > 0 {
+		for !w.Drained() {
 			select {
 			case <-sigs:
 				logger.Printf("second signal: stopping now")

@@ -31,6 +31,15 @@ type Leadership struct {
 	Record LeaderRecord
 	lost   chan struct{}
 	err    error
+	// timeout is the lease's timeout, and renewed the local (monotonic)
+	// time at which the last successful ping — or the lease's creation —
+	// started: the store extended the lease by timeout at some moment
+	// after it, so the lease cannot outlive renewed+timeout. Keep steps
+	// down at that deadline on its own, without waiting for a ping to say
+	// so: a controller cut off from the store must stop acting before a
+	// standby may take over, not when the network comes back.
+	timeout time.Duration
+	renewed time.Time
 }
 
 // Term is the leadership's term (its lease id): workers refuse requests of
@@ -118,6 +127,7 @@ func leaderGone(ctx context.Context, st store.Store, old []byte, had bool) (bool
 
 // claim tries to swap the leader row from old to a record of a new lease.
 func claim(ctx context.Context, st store.Store, me LeaderRecord, old []byte, had bool, timeout time.Duration) (*Leadership, bool, error) {
+	created := time.Now()
 	lease, err := st.CreateLease(ctx, timeout)
 	if err != nil {
 		return nil, false, nil //nolint:nilerr // retried at the next poll
@@ -136,7 +146,7 @@ func claim(ctx context.Context, st store.Store, me LeaderRecord, old []byte, had
 			// The swap may have landed: read it back, never guess.
 			now, ok, rerr := st.Get(ctx, store.FlowState, []byte(leaderKey))
 			if rerr == nil && ok && string(now) == string(v) {
-				return &Leadership{st: st, Record: me, lost: make(chan struct{})}, true, nil
+				return &Leadership{st: st, Record: me, lost: make(chan struct{}), timeout: timeout, renewed: created}, true, nil
 			}
 		}
 		// Another standby won, or the commit failed: give the lease up
@@ -144,13 +154,16 @@ func claim(ctx context.Context, st store.Store, me LeaderRecord, old []byte, had
 		_ = st.AbortLease(context.WithoutCancel(ctx), lease)
 		return nil, false, nil
 	}
-	return &Leadership{st: st, Record: me, lost: make(chan struct{})}, true, nil
+	return &Leadership{st: st, Record: me, lost: make(chan struct{}), timeout: timeout, renewed: created}, true, nil
 }
 
-// Keep pings the leadership lease every period until ctx ends or a ping
-// says the lease is lost (then Lost is closed). Failed pings of another
-// kind (the store unreachable for a moment) are retried: the lease
-// expires by itself if they keep failing, and the next ping reports it.
+// Keep pings the leadership lease every period until ctx ends or the
+// leadership is lost (then Lost is closed): a ping says the lease is lost,
+// or no ping succeeded for the lease's timeout — the lease may have
+// expired, and a standby may take over at any moment, so this controller
+// steps down on its own clock (renewed says why that is safe). Failed pings
+// of another kind (the store unreachable for a moment) are retried until
+// then.
 func (l *Leadership) Keep(ctx context.Context, period time.Duration) {
 	t := time.NewTicker(period)
 	defer t.Stop()
@@ -160,13 +173,29 @@ func (l *Leadership) Keep(ctx context.Context, period time.Duration) {
 			return
 		case <-t.C:
 		}
-		err := l.st.PingLease(ctx, l.Record.Lease)
-		if err != nil && store.Classify(err) == store.ClassLeaseLost {
-			l.err = fmt.Errorf("cluster: leadership lost: %w", err)
-			close(l.lost)
+		remaining := l.timeout - time.Since(l.renewed)
+		if remaining <= 0 {
+			l.step(fmt.Errorf("cluster: leadership lease expired: no successful renewal for %v (lease timeout %v)", time.Since(l.renewed).Round(time.Millisecond), l.timeout))
+			return
+		}
+		start := time.Now()
+		pctx, cancel := context.WithTimeout(ctx, remaining)
+		err := l.st.PingLease(pctx, l.Record.Lease)
+		cancel()
+		switch {
+		case err == nil:
+			l.renewed = start
+		case store.Classify(err) == store.ClassLeaseLost:
+			l.step(fmt.Errorf("cluster: leadership lost: %w", err))
 			return
 		}
 	}
+}
+
+// step ends the leadership with err. Only Keep calls it, once.
+func (l *Leadership) step(err error) {
+	l.err = err
+	close(l.lost)
 }
 
 // Resign ends the leadership at once (a clean shutdown): a standby takes

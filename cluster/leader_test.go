@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,5 +145,38 @@ func TestWorkerRefusesDeposedController(t *testing.T) {
 	}
 	if !errors.Is(w.checkTermLocked(9), nil) {
 		t.Fatal("a higher term refused")
+	}
+}
+
+// unreachableStore fails every lease ping with a retriable error, as a
+// store cut off by the network does.
+type unreachableStore struct{ store.Store }
+
+func (unreachableStore) PingLease(context.Context, store.LeaseID) error {
+	return errors.New("dial tcp 10.0.0.1:5432: connect: no route to host")
+}
+
+// TestLeaderStepsDownOnItsOwnClock: a leader whose pings keep failing
+// with a retriable error steps down once its lease's timeout has passed
+// since its last renewal, by its own clock: the lease may have expired in
+// the store and a standby may lead. Before, it kept retrying and acted on
+// until a worker told it of a higher term (issue 23, item 7).
+func TestLeaderStepsDownOnItsOwnClock(t *testing.T) {
+	st, _ := testStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const timeout = 300 * time.Millisecond
+	l, err := Campaign(ctx, unreachableStore{st}, LeaderRecord{ID: "a"}, timeout, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go l.Keep(ctx, 20*time.Millisecond)
+	select {
+	case <-l.Lost():
+		if !strings.Contains(l.Err().Error(), "leadership lease expired") {
+			t.Fatalf("lost with %v", l.Err())
+		}
+	case <-time.After(10 * time.Second): // a hang guard, far above the timeout
+		t.Fatal("the leader kept its leadership with no renewal for far longer than its lease timeout")
 	}
 }

@@ -93,6 +93,9 @@ func (p *Pool) Worker(id string) *RemoteWorker {
 }
 
 // Run reads the registrations and heartbeats every worker until ctx ends.
+// A worker whose registration is gone (it exited cleanly: drained, or
+// stopped) leaves the pool: its heartbeats stop, and jobs still recorded
+// on it count as exited.
 func (p *Pool) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -104,10 +107,13 @@ func (p *Pool) Run(ctx context.Context) {
 			p.cfg.Logf("cluster: read worker registrations: %v", err)
 		}
 		for _, r := range regs {
-			if w := p.add(r); w != nil {
+			if w := p.add(ctx, r); w != nil {
 				wg.Add(1)
-				go func() { defer wg.Done(); w.run(ctx) }()
+				go func() { defer wg.Done(); w.run(w.ctx) }()
 			}
+		}
+		if err == nil {
+			p.removeGone(regs)
 		}
 		select {
 		case <-ctx.Done():
@@ -118,7 +124,7 @@ func (p *Pool) Run(ctx context.Context) {
 }
 
 // add records a registration; it returns a worker that is new to the pool.
-func (p *Pool) add(r Registration) *RemoteWorker {
+func (p *Pool) add(ctx context.Context, r Registration) *RemoteWorker {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if w, ok := p.workers[r.ID]; ok {
@@ -128,7 +134,40 @@ func (p *Pool) add(r Registration) *RemoteWorker {
 		return nil
 	}
 	w := &RemoteWorker{pool: p, id: r.ID, addr: r.Addr, handles: map[plan.JobID]*RemoteHandle{}, counters: map[string]board.Counters{}}
+	w.ctx, w.cancel = context.WithCancel(ctx)
 	p.workers[r.ID] = w
+	p.relist()
+	p.cfg.Logf("cluster: worker %s registered at %s", r.ID, r.Addr)
+	return w
+}
+
+// removeGone drops the workers that have no registration in regs.
+func (p *Pool) removeGone(regs []Registration) {
+	registered := make(map[string]bool, len(regs))
+	for _, r := range regs {
+		registered[r.ID] = true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, w := range p.workers {
+		if registered[id] {
+			continue
+		}
+		w.cancel()
+		delete(p.workers, id)
+		w.mu.Lock()
+		for jid, h := range w.handles {
+			h.setDone(fmt.Errorf("worker %s left (unregistered) while running %s", id, jid))
+		}
+		w.handles = map[plan.JobID]*RemoteHandle{}
+		w.mu.Unlock()
+		p.cfg.Logf("cluster: worker %s left (its registration is gone)", id)
+	}
+	p.relist()
+}
+
+// relist rebuilds the id-ordered worker list. REQUIRES: p.mu held.
+func (p *Pool) relist() {
 	ids := make([]string, 0, len(p.workers))
 	for id := range p.workers {
 		ids = append(ids, id)
@@ -138,8 +177,6 @@ func (p *Pool) add(r Registration) *RemoteWorker {
 	for i, id := range ids {
 		p.list[i] = p.workers[id]
 	}
-	p.cfg.Logf("cluster: worker %s registered at %s", r.ID, r.Addr)
-	return w
 }
 
 // addrOf returns a worker's transport address.
@@ -152,11 +189,24 @@ func (p *Pool) addrOf(id string) string {
 	return ""
 }
 
+// heartbeatLogPeriod bounds how often a worker's failing heartbeats are
+// logged (one line at the first failure, then one per period).
+const heartbeatLogPeriod = 10 * time.Second
+
 // RemoteWorker is a worker process as the controller sees it
 // (controller.Worker): alive while it answers heartbeats.
 type RemoteWorker struct {
 	pool *Pool
 	id   string
+	// ctx ends the worker's heartbeats (cancel: it left the pool).
+	ctx    context.Context
+	cancel context.CancelFunc
+	// failures counts consecutive failed heartbeats; failLogged is when
+	// one was last logged (heartbeat errors are logged at the first
+	// failure, then at most every heartbeatLogPeriod). Only run touches
+	// them.
+	failures   int
+	failLogged time.Time
 
 	mu          sync.Mutex
 	addr        string
@@ -312,10 +362,18 @@ func (w *RemoteWorker) syncOnce(ctx context.Context) {
 	if err != nil {
 		if isDeposed(err) {
 			p.deposedNow()
-		} else if status.Code(err) != codes.Canceled {
-			p.cfg.Logf("cluster: heartbeat of worker %s: %v", w.id, err)
+		} else if status.Code(err) != codes.Canceled && ctx.Err() == nil {
+			w.failures++
+			if w.failures == 1 || time.Since(w.failLogged) >= heartbeatLogPeriod {
+				w.failLogged = time.Now()
+				p.cfg.Logf("cluster: heartbeat of worker %s: %v (%d failed in a row)", w.id, err, w.failures)
+			}
 		}
 		return
+	}
+	if w.failures > 0 {
+		p.cfg.Logf("cluster: worker %s answers heartbeats again after %d failed", w.id, w.failures)
+		w.failures = 0
 	}
 	now := p.cfg.Store.Now()
 	for _, s := range rep.Statuses {

@@ -81,6 +81,9 @@ type Worker struct {
 	lastSync time.Time
 	draining bool
 	fenced   bool // jobs stopped for want of heartbeats
+	// emptySyncs counts the heartbeats answered while draining with no
+	// job left (Drained).
+	emptySyncs int
 }
 
 type runningJob struct {
@@ -172,6 +175,9 @@ func (w *Worker) sync(_ context.Context, req *SyncRequest) (*SyncReply, error) {
 		return nil, err
 	}
 	w.lastSync, w.fenced = time.Now(), false
+	if w.draining && len(w.jobs) == 0 {
+		w.emptySyncs++
+	}
 	for comp, c := range req.Controls {
 		w.board.SetControl(comp, raise(w.board.Control(comp), c))
 	}
@@ -340,6 +346,20 @@ func (w *Worker) Drain() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.draining = true
+}
+
+// Drained reports whether a draining worker may exit: it has no job left
+// and the controller has heard of every exit. A reply carrying every exit
+// record was sent at an empty heartbeat, and another heartbeat arrived
+// after it — a controller sends its next heartbeat only after applying the
+// last reply — so the controller has removed the jobs and restarted their
+// partitions elsewhere at once. Exiting at zero jobs, before that, left
+// the partitions waiting for the lost-job timeout. A worker no controller
+// heartbeats (fenced) has nobody to tell and is drained at zero jobs.
+func (w *Worker) Drained() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.draining && len(w.jobs) == 0 && (w.emptySyncs >= 2 || w.fenced)
 }
 
 // Jobs returns the number of jobs running.

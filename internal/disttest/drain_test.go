@@ -18,7 +18,8 @@ import (
 
 // TestDrainWorker: SIGTERM drains a worker before maintenance — the
 // controller moves its jobs to the other workers, each after its epoch in
-// flight (Finish over the heartbeats), the worker exits 0 once it has none,
+// flight (Finish over the heartbeats), the worker exits 0 once it has none
+// and the controller has heard of every exit, leaves the pool,
 // nothing is counted twice or lost, and no partition counts as failing.
 func TestDrainWorker(t *testing.T) {
 	url, st := pgStore(t)
@@ -104,6 +105,19 @@ func TestDrainWorker(t *testing.T) {
 	}
 	if !strings.Contains(ctl.out.String(), "moving") {
 		t.Errorf("the controller moved nothing:\n%s", ctl.out.String())
+	}
+	// The drained worker exited only once the controller had heard of
+	// every exit: none of its partitions waited for the lost-worker
+	// timeout (issue 23, item 7). And its heartbeats stopped with its
+	// registration: the controller does not log a failed heartbeat to the
+	// gone worker every period.
+	if strings.Contains(ctl.out.String(), "worker w0 is lost") {
+		t.Errorf("partitions of the drained worker waited for the lost-worker timeout:\n%s", ctl.out.String())
+	}
+	eventually("w0 leaves the pool", func() bool { return strings.Contains(ctl.out.String(), "worker w0 left") })
+	time.Sleep(time.Second) // ten heartbeat periods
+	if n := strings.Count(ctl.out.String(), "heartbeat of worker w0"); n > 1 {
+		t.Errorf("%d failed heartbeats to the drained worker logged:\n%s", n, ctl.out.String())
 	}
 	want := c.Total()
 	eventually("every event counted", func() bool {
