@@ -3,10 +3,13 @@ package remote
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/store"
@@ -43,10 +46,13 @@ func channelBox(k channelKey) transport.PartitionID {
 // channel forwards one channel's box to the receiving partition's newest
 // life, in offer order, and acknowledges in the box what the receiver
 // acknowledged (which runs the sending job's ack hooks). Every (re)start of
-// delivery — a new receiving life, a reconnection — attaches to the box
+// delivery — a new receiving life, a reconnection, a stream left without
+// acknowledgements for the AckTimeout (watch) — attaches to the box
 // afresh, so it sends again, marked maybe-duplicate, everything not yet
 // acknowledged, oldest first: nothing is lost with a connection, and the
-// channel's order holds for each receiving life.
+// channel's order holds for each receiving life. Each stream carries a
+// sequence number larger than the channel's earlier streams' (the
+// receiver lets the newest stream win, see inChannel).
 type channel struct {
 	n    *Node
 	key  channelKey
@@ -252,13 +258,17 @@ func (c *channel) deliverRemote(att transport.Receiver, t target) byte {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s, err := conn.NewStream(ctx, &pushDesc, "/weir.Transport/Push")
+	seq := c.n.streamSeq.Add(1)
+	s, err := conn.NewStream(metadata.AppendToOutgoingContext(ctx, streamSeqKey, strconv.FormatUint(seq, 10)), &pushDesc, "/weir.Transport/Push")
 	if err != nil {
 		return replyRetry
 	}
 	c.n.mu.Lock()
 	c.n.stats.Reconnects++
 	c.n.mu.Unlock()
+	var lastAck atomic.Int64 // unix nanoseconds
+	lastAck.Store(time.Now().UnixNano())
+	go c.watch(ctx, cancel, att, &lastAck)
 	end := make(chan byte, 1)
 	go func() {
 		for {
@@ -269,6 +279,7 @@ func (c *channel) deliverRemote(att transport.Receiver, t target) byte {
 			}
 			switch a.Code {
 			case replyAck:
+				lastAck.Store(time.Now().UnixNano())
 				att.Ack(a.IDs...)
 				c.n.mu.Lock()
 				c.n.stats.Acked += uint64(len(a.IDs))
@@ -302,6 +313,52 @@ func (c *channel) deliverRemote(att transport.Receiver, t target) byte {
 		c.n.mu.Lock()
 		c.n.stats.Pushed += uint64(len(ds))
 		c.n.mu.Unlock()
+	}
+}
+
+// watch ends a push stream (cancel) whose sent messages stay
+// unacknowledged, with no acknowledgement at all, for the node's
+// AckTimeout: the channel then sends everything unacknowledged again on a
+// new stream, marked maybe-duplicate (the box's new attachment marks what
+// the old one fetched), and the receiver acknowledges what it had already
+// processed when it finds it in its dedup. A connection that went silent
+// is found sooner by the client's keepalive; this catches acknowledgements
+// lost while the connection lives — a stream the receiver no longer
+// answers on, which is what item 5 of issue 23 was (the receiving side
+// answered on an older stream; see inChannel).
+//
+// It waits for silence, not for the age of the oldest message: a slow
+// receiver with a full mailbox still acknowledges something now and then,
+// and sending it its backlog again would only slow it more. Messages
+// fetched but held back by flow control count as sent: a receiver that
+// has not acknowledged anything for AckTimeout with its mailbox full gets
+// a new stream too, which costs it one re-offer of each buffered message.
+func (c *channel) watch(ctx context.Context, cancel context.CancelFunc, att transport.Receiver, lastAck *atomic.Int64) {
+	d := c.n.cfg.AckTimeout
+	if d < 0 {
+		return
+	}
+	tick := time.NewTicker(max(d/4, time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			if att.Pending() <= att.Available() {
+				lastAck.Store(now.UnixNano()) // nothing sent is unacknowledged
+				continue
+			}
+			if now.Sub(time.Unix(0, lastAck.Load())) < d {
+				continue
+			}
+			c.n.cfg.Logf("remote: channel %s: no acknowledgement for %v with messages unacknowledged; sending them again on a new stream", c.box, d)
+			c.n.mu.Lock()
+			c.n.stats.Resent++
+			c.n.mu.Unlock()
+			cancel()
+			return
+		}
 	}
 }
 

@@ -3,6 +3,8 @@ package remote
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -32,7 +34,19 @@ type Config struct {
 	Dial func(addr string) (grpc.ClientConnInterface, error)
 	// Logf receives the node's log lines (nil: discard).
 	Logf func(format string, args ...any)
+	// AckTimeout: a channel whose stream leaves sent messages
+	// unacknowledged, with no acknowledgement at all, for this long sends
+	// everything unacknowledged again on a new stream, marked
+	// maybe-duplicate (0: DefaultAckTimeout; negative: never). See
+	// channel.watch.
+	AckTimeout time.Duration
 }
+
+// DefaultAckTimeout is the default Config.AckTimeout: well above a
+// receiving job's commit interval, so that a slow receiver is not sent its
+// backlog again, and below the minutes after which a stalled channel would
+// be taken for a hung pipeline.
+const DefaultAckTimeout = 30 * time.Second
 
 // Node is one worker process's network transport. See the package comment.
 type Node struct {
@@ -57,11 +71,26 @@ type Node struct {
 	changed chan struct{}
 	closed  bool
 	stats   Stats
+	// inChannels are the receiving sides of the channels pushed here
+	// (service.go): the newest stream of each wins.
+	inChannels map[inKey]*inChannel
+
+	// streamSeq numbers the push streams this node opens (increasing,
+	// from the clock at start, so also across restarts).
+	streamSeq atomic.Uint64
+	streams   atomic.Int64  // push streams served now
+	received  atomic.Uint64 // messages pushed here and taken into a mailbox
 }
 
-// Stats counts what a node did, for tests and status.
+// Stats counts what a node did, for tests and status. Pushed, Acked,
+// Reconnects and Resent count as a sender (Resent: streams restarted for
+// AckTimeout); Received, Superseded (push streams ended because a newer
+// stream of their channel arrived) and Streams (push streams served now) as
+// a receiver.
 type Stats struct {
-	Pushed, Acked, Fenced, Retried, Reconnects uint64
+	Pushed, Acked, Fenced, Retried, Reconnects, Resent uint64
+	Received, Superseded                               uint64
+	Streams                                            int64
 }
 
 type senderReg struct {
@@ -74,17 +103,24 @@ func NewNode(cfg Config) *Node {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	return &Node{cfg: cfg, out: transport.NewHub(cfg.BufferBytes), in: transport.NewHub(cfg.BufferBytes),
+	if cfg.AckTimeout == 0 {
+		cfg.AckTimeout = DefaultAckTimeout
+	}
+	n := &Node{cfg: cfg, out: transport.NewHub(cfg.BufferBytes), in: transport.NewHub(cfg.BufferBytes),
 		routes: map[transport.PartitionID]Route{}, local: map[transport.PartitionID]store.LeaseID{},
 		senders: map[transport.PartitionID]senderReg{}, channels: map[channelKey]*channel{},
-		conns: map[string]grpc.ClientConnInterface{}, changed: make(chan struct{})}
+		conns: map[string]grpc.ClientConnInterface{}, changed: make(chan struct{}), inChannels: map[inKey]*inChannel{}}
+	n.streamSeq.Store(uint64(time.Now().UnixNano()))
+	return n
 }
 
 // Stats returns a copy of the node's counters.
 func (n *Node) Stats() Stats {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.stats
+	st := n.stats
+	n.mu.Unlock()
+	st.Received, st.Streams = n.received.Load(), n.streams.Load()
+	return st
 }
 
 func mailbox(p transport.PartitionID, lease store.LeaseID) transport.PartitionID {
@@ -132,6 +168,7 @@ func (n *Node) JobEnded(p transport.PartitionID, lease store.LeaseID) {
 	if n.local[p] == lease {
 		delete(n.local, p)
 	}
+	n.forgetInLocked(func(k inKey) bool { return k.to == p && k.toLease == lease })
 	var stop []*channel
 	for k, c := range n.channels {
 		if k.from == p && k.fromLease == lease {
@@ -244,6 +281,7 @@ func (n *Node) register(from transport.PartitionID, lease store.LeaseID, ordered
 	}
 	reg := senderReg{lease: lease, tok: n.in.RegisterSender(from, ordered)}
 	n.senders[from] = reg
+	n.forgetInLocked(func(k inKey) bool { return k.from == from && k.fromLease < lease })
 	return reg
 }
 

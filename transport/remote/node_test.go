@@ -20,19 +20,30 @@ import (
 // testNode is a node served on a loopback gRPC server.
 type testNode struct {
 	*Node
-	addr string
-	srv  *grpc.Server
+	addr  string
+	srv   *grpc.Server
+	extra []grpc.ServerOption
 }
 
 func newTestNode(t *testing.T, id string, bufferBytes int, sec wire.Security) *testNode {
+	t.Helper()
+	return newTestNodeWith(t, Config{Worker: id, BufferBytes: bufferBytes}, sec)
+}
+
+// newTestNodeWith serves a node of cfg (its Addr, Logf and, if nil, Dial
+// filled in) with sec's server options and extra ones (test doubles).
+func newTestNodeWith(t *testing.T, cfg Config, sec wire.Security, extra ...grpc.ServerOption) *testNode {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tn := &testNode{addr: ln.Addr().String()}
-	tn.Node = NewNode(Config{Worker: id, Addr: tn.addr, BufferBytes: bufferBytes, Logf: t.Logf,
-		Dial: func(addr string) (grpc.ClientConnInterface, error) { return sec.Dial(addr) }})
+	tn := &testNode{addr: ln.Addr().String(), extra: extra}
+	cfg.Addr, cfg.Logf = tn.addr, t.Logf
+	if cfg.Dial == nil {
+		cfg.Dial = func(addr string) (grpc.ClientConnInterface, error) { return sec.Dial(addr) }
+	}
+	tn.Node = NewNode(cfg)
 	tn.serve(t, ln, sec)
 	t.Cleanup(func() { tn.Close(); tn.srv.Stop() })
 	return tn
@@ -44,7 +55,7 @@ func (tn *testNode) serve(t *testing.T, ln net.Listener, sec wire.Security) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tn.srv = grpc.NewServer(opts...)
+	tn.srv = grpc.NewServer(append(opts, tn.extra...)...)
 	tn.Register(tn.srv)
 	go tn.srv.Serve(ln)
 }
@@ -97,10 +108,16 @@ func (a *acks) count() int {
 // assertion).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	within(t, 20*time.Second, what, cond)
+}
+
+// within polls cond for at most d (a bound the test asserts).
+func within(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out after %v waiting for %s", d, what)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

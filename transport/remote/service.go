@@ -1,13 +1,19 @@
 package remote
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strconv"
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/transport"
 )
 
 // Register serves the node's Push stream on s.
@@ -22,36 +28,67 @@ func (n *Node) Register(s *grpc.Server) {
 	}, n)
 }
 
+// streamSeqKey is the metadata key of a push stream's sequence number: the
+// sending node numbers its streams in increasing order (Node.streamSeq), so
+// that the receiving side of a channel can tell the newest stream from a
+// late one. A stream without it counts as 0 (the newest arrival wins).
+const streamSeqKey = "weir-push-seq"
+
 // push serves one channel's stream: it offers each message into the
 // receiving life's mailbox in order — waiting for room when the mailbox is
 // full, which stops reading the stream, so that HTTP/2 flow control
 // backpressures the sender — and streams back the acknowledgements of the
 // receiving job. It ends with a retry or fenced frame when a message
-// cannot be delivered here.
+// cannot be delivered here, and with a retry frame when a newer stream of
+// the same channel takes over (inChannel).
 func (n *Node) push(s grpc.ServerStream) error {
 	ctx := s.Context()
+	n.streams.Add(1)
+	defer n.streams.Add(-1)
 	acks := newAckQueue()
 	done := make(chan error, 1)
 	go func() { done <- acks.send(s) }()
-	finish := func(code byte, reason string) error {
-		acks.close(&ackFrame{Code: code, Reason: reason})
+	st := &inStream{seq: streamSeq(ctx), acks: acks, gone: make(chan struct{})}
+	var ic *inChannel
+	var key inKey
+	// end releases the channel first, so that acknowledgements made from
+	// now on wait for the next stream instead of this closing one.
+	end := func(final *ackFrame) error {
+		if ic != nil {
+			ic.release(st)
+		}
+		acks.close(final)
 		return <-done
 	}
+	finish := func(code byte, reason string) error { return end(&ackFrame{Code: code, Reason: reason}) }
 	for {
 		var f pushFrame
 		if err := s.RecvMsg(&f); err != nil {
-			acks.close(nil)
-			<-done
+			end(nil)
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return err
 		}
+		k := inKey{from: f.From, to: f.To, fromLease: f.FromLease, toLease: f.ToLease}
+		if ic == nil {
+			key = k
+			var reason string
+			if ic, reason = n.claim(k, st); ic == nil {
+				return finish(replyRetry, reason)
+			}
+		} else if k != key {
+			return finish(replyRetry, fmt.Sprintf("a frame of channel %s#%d>%s#%d on the stream of %s#%d>%s#%d", k.from, k.fromLease, k.to, k.toLease, key.from, key.fromLease, key.to, key.toLease))
+		}
 		for _, m := range f.Msgs {
 			for {
-				code, room, reason := n.deliver(f.From, f.FromLease, f.To, f.ToLease, m.Msg, m.Size, acks.add, m.MaybeDup, m.Ordered)
+				code, room, reason := ic.deliver(n, st, k, m)
 				if code == replyAck {
+					n.received.Add(1)
 					break
+				}
+				if code == superseded {
+					return finish(replyRetry, reason)
 				}
 				if room == nil {
 					if code == replyRetry {
@@ -64,9 +101,155 @@ func (n *Node) push(s grpc.ServerStream) error {
 				select {
 				case <-ctx.Done():
 					return finish(replyRetry, "stream ended")
+				case <-st.gone:
+					// Its client has most likely gone silent: finish's
+					// wait for the ack sender ends at the latest when the
+					// server's keepalive closes the connection.
+					return finish(replyRetry, "superseded by a newer stream of the channel")
 				case <-room:
 				}
 			}
+		}
+	}
+}
+
+// streamSeq returns the sequence number the sender put in the stream's
+// metadata (0 if none).
+func streamSeq(ctx context.Context) uint64 {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get(streamSeqKey)
+	if len(v) != 1 {
+		return 0
+	}
+	seq, err := strconv.ParseUint(v[0], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return seq
+}
+
+// superseded is the internal outcome of an offer by a stream that is no
+// longer its channel's newest.
+const superseded byte = 254
+
+// inKey names the receiving side of one channel towards one receiving
+// life: the mailbox it offers into and the sending life it offers for.
+type inKey struct {
+	from, to           transport.PartitionID
+	fromLease, toLease store.LeaseID
+}
+
+// inChannel is the receiving side of one channel (inKey). Its newest
+// stream wins: a stream of the channel with a larger sequence number (or,
+// without one, a later arrival) takes over, and from then on
+//
+//   - only the newest stream offers: every offer holds mu and checks that
+//     its stream is current, so an older stream's handler — still alive
+//     because its client went silent, and holding messages it read before —
+//     can neither re-offer, unmarked, a message the receiver processed and
+//     acknowledged meanwhile, nor interleave its copies with the newest
+//     stream's (whose order, oldest unacknowledged first, is the channel's);
+//   - every acknowledgement goes to the newest stream: the mailbox entries
+//     carry the channel's hook (ack), not a stream's, so a message an older
+//     stream offered is acknowledged to the stream its sender listens on.
+//     Acknowledgements made while no stream is open wait in pending.
+//
+// An acknowledgement the older stream already sent into the silence is
+// lost; its message was acknowledged in the mailbox before the newest
+// stream took over, so the newest stream's re-send of it is a new entry,
+// marked maybe-duplicate, that the receiver finds processed and
+// acknowledges again.
+type inChannel struct {
+	mu      sync.Mutex
+	seq     uint64
+	cur     *inStream // nil between streams
+	pending []msgid.ID
+}
+
+// inStream is one push stream's hold on its channel.
+type inStream struct {
+	seq  uint64
+	acks *ackQueue
+	// gone is closed when a newer stream of the channel takes over.
+	gone chan struct{}
+}
+
+// claim makes st the newest stream of channel k. It returns nil and why
+// if a newer stream of the channel has been seen or the receiving life
+// does not run here (then no inChannel is made: they exist only for the
+// lives running here, JobEnded forgets them). The older stream's handler
+// stops offering at once and ends (gone); the acknowledgements it had not
+// sent, and those made while no stream was open, go out on st.
+func (n *Node) claim(k inKey, st *inStream) (*inChannel, string) {
+	n.mu.Lock()
+	ic, ok := n.inChannels[k]
+	if !ok {
+		if n.local[k.to] != k.toLease {
+			n.mu.Unlock()
+			return nil, fmt.Sprintf("%s#%d does not run here", k.to, k.toLease)
+		}
+		ic = &inChannel{}
+		n.inChannels[k] = ic
+	}
+	n.mu.Unlock()
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	if st.seq < ic.seq {
+		// A late stream: its sender has moved on to a newer one.
+		return nil, "a newer stream of the channel has been seen"
+	}
+	if old := ic.cur; old != nil {
+		close(old.gone)
+		ic.pending = append(ic.pending, old.acks.take()...)
+		n.mu.Lock()
+		n.stats.Superseded++
+		n.mu.Unlock()
+	}
+	ic.seq, ic.cur = st.seq, st
+	st.acks.add(ic.pending...)
+	ic.pending = nil
+	return ic, ""
+}
+
+// release ends st's hold on the channel (if it is still the newest):
+// acknowledgements wait in pending for the next stream.
+func (ic *inChannel) release(st *inStream) {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	if ic.cur == st {
+		ic.cur = nil
+	}
+}
+
+// ack is the hook of every message the channel offered: it sends the
+// acknowledgement on the channel's newest stream.
+func (ic *inChannel) ack(id msgid.ID) {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	if ic.cur == nil {
+		ic.pending = append(ic.pending, id)
+		return
+	}
+	ic.cur.acks.add(id)
+}
+
+// deliver offers m for stream st (see Node.deliver); superseded if st is no
+// longer the newest stream of the channel.
+func (ic *inChannel) deliver(n *Node, st *inStream, k inKey, m pushed) (code byte, room <-chan struct{}, reason string) {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	if ic.cur != st {
+		return superseded, nil, "superseded by a newer stream of the channel"
+	}
+	return n.deliver(k.from, k.fromLease, k.to, k.toLease, m.Msg, m.Size, ic.ack, m.MaybeDup, m.Ordered)
+}
+
+// forgetInLocked drops the receiving sides of channels matching drop (their
+// mailbox or sending life is gone). REQUIRES: n.mu held.
+func (n *Node) forgetInLocked(drop func(inKey) bool) {
+	for k := range n.inChannels {
+		if drop(k) {
+			delete(n.inChannels, k)
 		}
 	}
 }
@@ -83,13 +266,25 @@ type ackQueue struct {
 
 func newAckQueue() *ackQueue { return &ackQueue{wake: make(chan struct{}, 1)} }
 
-func (q *ackQueue) add(id msgid.ID) {
+func (q *ackQueue) add(ids ...msgid.ID) {
+	if len(ids) == 0 {
+		return
+	}
 	q.mu.Lock()
 	if !q.closed {
-		q.ids = append(q.ids, id)
+		q.ids = append(q.ids, ids...)
 	}
 	q.mu.Unlock()
 	q.signal()
+}
+
+// take removes and returns the acknowledgements not sent yet.
+func (q *ackQueue) take() []msgid.ID {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ids := q.ids
+	q.ids = nil
+	return ids
 }
 
 func (q *ackQueue) signal() {
