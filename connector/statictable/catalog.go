@@ -35,11 +35,31 @@ type tableEntry struct {
 	Checksum [32]byte
 	Rows     int64
 	Base     store.Timestamp
+
+	// Skipped: an operator skipped the table (SkipTable): its partition
+	// reads none of its rows from its committed position on, and its
+	// identity is no longer checked.
+	Skipped bool
 }
 
-const entryVersion = 1
+// entryVersion is the encoding of an entry; a skipped entry is written as
+// skippedEntryVersion (the same fields, then a flags byte), so a weir that
+// does not know skipping refuses the catalog rather than read the table.
+const (
+	entryVersion        = 1
+	skippedEntryVersion = 2
+)
 
 func (e *tableEntry) encode() []byte {
+	b := e.encodeFields()
+	if e.Skipped {
+		b[0] = skippedEntryVersion
+		b = append(b, 1)
+	}
+	return b
+}
+
+func (e *tableEntry) encodeFields() []byte {
 	b := []byte{entryVersion}
 	b = codec.AppendString(b, e.Name)
 	b = codec.AppendUvarint(b, uint64(e.Time.UnixNano()))
@@ -55,7 +75,7 @@ func (e *tableEntry) encode() []byte {
 }
 
 func decodeEntry(ordinal uint32, b []byte) (*tableEntry, error) {
-	if len(b) == 0 || b[0] != entryVersion {
+	if len(b) == 0 || (b[0] != entryVersion && b[0] != skippedEntryVersion) {
 		return nil, errors.New("unknown catalog entry version")
 	}
 	e := &tableEntry{Ordinal: ordinal}
@@ -69,6 +89,9 @@ func decodeEntry(ordinal uint32, b []byte) (*tableEntry, error) {
 		copy(e.Checksum[:], d.take(32))
 		e.Rows = int64(d.uvarint())
 		e.Base = store.Timestamp(d.uvarint())
+	}
+	if b[0] == skippedEntryVersion {
+		e.Skipped = d.byte1()&1 != 0
 	}
 	if d.err != nil {
 		return nil, fmt.Errorf("catalog entry %d: %w", ordinal, d.err)

@@ -83,6 +83,21 @@
 // job fails and restarts at its committed position, so nothing is lost
 // and fixing the file lets it continue.
 //
+// Skipping a table. When a table cannot be fixed — malformed, unreadable,
+// refused (a nested column, a type weir cannot represent, see Parquet
+// values), or changed after it was read — stop the pipeline and run
+// 'weir statictable skip --data DIR FILE' (SkipTable): it marks the table
+// skipped in the source's catalog in the pipeline's store, with one
+// conditional write, so every later life agrees. The next run's partition
+// reads none of the table's rows from its committed position on (they
+// are never emitted; the rows before it were processed already), no
+// longer checks the file's identity, and goes on with its next table. A
+// skipped catalog entry is written in a newer encoding, which an older
+// weir refuses rather than read the table. A row the sink refuses (a
+// value that does not fit its declared columns) is already an output in
+// its computation's outbox: skipping its input table does not remove it;
+// change the sink's columns instead.
+//
 // finite = %true ends each partition after the last cataloged table of
 // the partition, so the pipeline completes; otherwise the partitions wait
 // for new tables.

@@ -190,7 +190,7 @@ func (s *Source) catalogNew(ctx context.Context) error {
 	var fresh []*tableEntry
 	for _, f := range files {
 		if e, ok := byName[f.name]; ok {
-			if e.Size == f.size && e.ModTime.Equal(f.modTime) {
+			if e.Skipped || (e.Size == f.size && e.ModTime.Equal(f.modTime)) {
 				continue
 			}
 			if e.Opened {
@@ -400,6 +400,15 @@ func (p *sourcePartition) Read(ctx context.Context, from connector.Offset, maxRo
 		if !ok {
 			return connector.Batch{Next: from, End: true}, nil
 		}
+		if e.Skipped {
+			// SkipTable: none of its rows from here on.
+			if p.cur != nil && p.cur.e.Ordinal == pos.Ordinal {
+				p.closeCur()
+			}
+			p.s.warnOnce("skipped\x00"+e.Name, "%s: table %s was skipped ('weir statictable skip'): its rows from row %d on are not read", p.s.path, filepath.Join(p.s.dir, e.Name), pos.Row)
+			pos = position{Ordinal: pos.Ordinal + p.count}
+			continue
+		}
 		if p.cur == nil || p.cur.e.Ordinal != pos.Ordinal {
 			p.closeCur()
 			if p.cur, err = p.open(ctx, e); err != nil {
@@ -560,15 +569,21 @@ func (p *sourcePartition) check(ctx context.Context, f *os.File, e *tableEntry) 
 func (p *sourcePartition) complete(ctx context.Context, e *tableEntry, size int64, mtime time.Time, sum [32]byte, rows int64) (*tableEntry, error) {
 	s := p.s
 	base := store.MakeTimestamp(e.Time)
-	if e.Ordinal >= p.count {
-		prev, ok, err := s.cat.get(ctx, e.Ordinal-p.count)
+	// The partition's previous table that was opened: a table skipped
+	// before it was opened emitted no row.
+	for g := int64(e.Ordinal) - int64(p.count); g >= 0; g -= int64(p.count) {
+		prev, ok, err := s.cat.get(ctx, uint32(g))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.path, err)
 		}
+		if ok && prev.Skipped && !prev.Opened {
+			continue
+		}
 		if !ok || !prev.Opened {
-			return nil, fmt.Errorf("%s: catalog entry %d (%s) was never read, but the partition is past it", s.path, e.Ordinal-p.count, prev.Name)
+			return nil, fmt.Errorf("%s: catalog entry %d was never read, but the partition is past it", s.path, g)
 		}
 		base = max(base, prev.Base+store.Timestamp(prev.Rows))
+		break
 	}
 	ne := *e
 	ne.Size, ne.ModTime, ne.Opened, ne.Checksum, ne.Rows, ne.Base = size, mtime, true, sum, rows, base
