@@ -83,6 +83,10 @@ type Counters struct {
 	Inputs     uint64 // fresh inputs processed
 	Duplicates uint64 // inputs found already processed and dropped
 	Outputs    uint64
+	// SinkDropped counts outputs an at-most-once sink gave up (queue
+	// overflow, a failed write, abandoned when the sink stopped):
+	// connector.SinkContext.ReportDropped.
+	SinkDropped uint64
 }
 
 func (c *Counters) add(d Counters) {
@@ -91,6 +95,7 @@ func (c *Counters) add(d Counters) {
 	c.Inputs += d.Inputs
 	c.Duplicates += d.Duplicates
 	c.Outputs += d.Outputs
+	c.SinkDropped += d.SinkDropped
 }
 
 // Board is the in-process exchange between jobs and the controller: jobs

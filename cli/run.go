@@ -415,6 +415,11 @@ func summarize(s engine.Status) string {
 			// dedup table recognised them. Say so rather than alarm.
 			out += fmt.Sprintf(" (%d redelivered after a restart, recognised and skipped)", c.Duplicates)
 		}
+		if c.SinkDropped > 0 {
+			// At-most-once sinks may give outputs up (queue full, a failed
+			// write, stopped with a queue): a loss the run must not hide.
+			out += fmt.Sprintf(", %d DROPPED by at-most-once sinks (see the WARNING lines)", c.SinkDropped)
+		}
 		out += "; "
 	}
 	if out == "" {

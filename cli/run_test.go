@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/engine"
 )
 
@@ -25,5 +26,18 @@ func TestFailingNote(t *testing.T) {
 	}
 	if len(n) > 250 {
 		t.Errorf("note is %d bytes long; the error should be cut", len(n))
+	}
+}
+
+// TestSummarizeSinkDropped: outputs an at-most-once sink gave up show in
+// the final summary line, next to the computation's counts.
+func TestSummarizeSinkDropped(t *testing.T) {
+	s := engine.Status{Computations: map[string]board.Counters{"Counter": {Inputs: 10, Outputs: 10, SinkDropped: 4}}}
+	if got := summarize(s); !strings.Contains(got, "Counter 10 in, 10 out, 4 DROPPED by at-most-once sinks") {
+		t.Errorf("summary %q does not report the 4 dropped outputs", got)
+	}
+	s.Computations["Counter"] = board.Counters{Inputs: 10, Outputs: 10}
+	if got := summarize(s); strings.Contains(got, "DROPPED") {
+		t.Errorf("summary %q reports drops that did not happen", got)
 	}
 }

@@ -413,7 +413,8 @@ func (w *RemoteWorker) addCounters(rep *SyncReply) {
 	for comp, c := range rep.Counters {
 		prev := w.counters[comp]
 		w.pool.cfg.Board.AddCounters(comp, board.Counters{Epochs: c.Epochs - prev.Epochs, Commits: c.Commits - prev.Commits,
-			Inputs: c.Inputs - prev.Inputs, Duplicates: c.Duplicates - prev.Duplicates, Outputs: c.Outputs - prev.Outputs})
+			Inputs: c.Inputs - prev.Inputs, Duplicates: c.Duplicates - prev.Duplicates, Outputs: c.Outputs - prev.Outputs,
+			SinkDropped: c.SinkDropped - prev.SinkDropped})
 		w.counters[comp] = c
 	}
 }

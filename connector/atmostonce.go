@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,9 +17,18 @@ import (
 // (Flow's TAsyncAtMostOnceSinkBase): each output is acknowledged at once
 // (it never holds the outbox) and queued in memory; after the epoch commit
 // the queue is written in the background. When the queued bytes would pass
-// total_queue_bytes_limit, new messages are dropped without an error and
-// counted; a failed write is dropped too. Nothing is persisted, so a crash
-// loses whatever was queued: each message is delivered at most once.
+// total_queue_bytes_limit, new messages are dropped without an error; a
+// failed write is dropped too. Nothing is persisted, so a crash loses
+// whatever was queued: each message is delivered at most once.
+//
+// Loss is allowed on a crash or on a reported give-up, never on a clean
+// stop: the sink implements Queueing, so its partition counts as busy
+// (a drain or the completion waits) until the queue is written, and Close
+// waits up to suspend_destruction_duration for what remains (a job moved
+// or stopped hard). Every message given up — overflow, a failed write,
+// abandoned by Close — is reported (SinkContext.ReportDropped: a warning
+// with the count and reason, and the computation's dropped counter that
+// the run summary and 'weir pipeline status' show).
 type AtMostOnceSink struct {
 	W        AsyncWriter
 	Limit    int64
@@ -37,9 +47,37 @@ type AtMostOnceSink struct {
 	stop     context.CancelFunc
 	loopDone chan struct{}
 
-	dropped   atomic.Int64
+	dropped   atomic.Int64 // by the byte limit
 	delivered atomic.Int64
-	failed    atomic.Int64
+	failed    atomic.Int64 // by a failed write
+	abandoned atomic.Int64 // by Close
+}
+
+// Queueing is implemented by sinks that acknowledge outputs before they
+// are written (an at-most-once queue). While Queued is above zero the job
+// reports its partition neither quiet nor drained, so a drain (stop) and
+// the completion of a finite pipeline wait for the queue to be written:
+// stopping cleanly loses nothing. (A sink whose writes fail without end
+// keeps its partition busy; the drain's own deadline then stops it hard
+// and Close reports what it abandons.)
+type Queueing interface {
+	Queued() int
+}
+
+// ReportDropped reports n outputs the sink gave up (at-most-once): a
+// warning naming the count and why, and the count added to the
+// computation's dropped outputs (the run summary, 'weir pipeline status',
+// weir_sink_dropped_total). Safe from any goroutine, also after Close.
+func (sc SinkContext) ReportDropped(n int, why string) {
+	if n <= 0 {
+		return
+	}
+	if sc.Logf != nil {
+		sc.Logf("WARNING: %d message(s) dropped (at-most-once): %s", n, why)
+	}
+	if sc.Dropped != nil {
+		sc.Dropped(n)
+	}
 }
 
 // NewAtMostOnceSink returns an at-most-once sink with the strategy's limits.
@@ -99,7 +137,7 @@ func (s *AtMostOnceSink) Commit(context.Context) {
 	s.mu.Unlock()
 	if dropped > 0 {
 		total := s.dropped.Add(dropped)
-		s.sc.Logf("queue is full (total_queue_bytes_limit %d): dropped %d messages, %d in total", s.Limit, dropped, total)
+		s.sc.ReportDropped(int(dropped), fmt.Sprintf("the queue is full (total_queue_bytes_limit %d); %d dropped so far by the limit", s.Limit, total))
 	}
 	select {
 	case s.kick <- struct{}{}:
@@ -110,27 +148,51 @@ func (s *AtMostOnceSink) Commit(context.Context) {
 // Dropped returns how many messages were dropped by the byte limit.
 func (s *AtMostOnceSink) Dropped() int64 { return s.dropped.Load() }
 
+// Failed returns how many messages were dropped because their write failed.
+func (s *AtMostOnceSink) Failed() int64 { return s.failed.Load() }
+
+// Abandoned returns how many queued messages Close gave up.
+func (s *AtMostOnceSink) Abandoned() int64 { return s.abandoned.Load() }
+
 // Delivered returns how many messages were written.
 func (s *AtMostOnceSink) Delivered() int64 { return s.delivered.Load() }
 
-// Close waits up to suspend_destruction_duration for queued writes, then stops.
+// Queued implements Queueing: the messages committed and not yet written
+// or dropped.
+func (s *AtMostOnceSink) Queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
+
+// Close waits up to suspend_destruction_duration for queued writes, then
+// stops; what is still queued (its write cancelled, or never started) is
+// abandoned and reported.
 func (s *AtMostOnceSink) Close() error {
 	if s.stop == nil {
 		return nil
 	}
-	deadline := time.Now().Add(s.Suspend)
-	for time.Now().Before(deadline) {
-		s.mu.Lock()
-		empty := len(s.queue) == 0
-		s.mu.Unlock()
-		if empty {
-			break
+	WaitQueue(s.Suspend, s.Queued)
+	s.stop()
+	<-s.loopDone
+	if n := s.Queued(); n > 0 {
+		s.abandoned.Add(int64(n))
+		s.sc.ReportDropped(n, fmt.Sprintf("still queued when the sink stopped (suspend_destruction_duration %v)", s.Suspend))
+	}
+	return nil
+}
+
+// WaitQueue waits until queued() is zero or d has passed, and reports
+// whether the queue emptied: the wait of an at-most-once sink's Close.
+func WaitQueue(d time.Duration, queued func() int) bool {
+	deadline := time.Now().Add(d)
+	for queued() > 0 {
+		if !time.Now().Before(deadline) {
+			return false
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	s.stop()
-	<-s.loopDone
-	return nil
+	return true
 }
 
 func (s *AtMostOnceSink) loop(ctx context.Context) {
@@ -155,7 +217,7 @@ func (s *AtMostOnceSink) loop(ctx context.Context) {
 				return
 			}
 			s.failed.Add(int64(n))
-			s.sc.Logf("write failed, %d messages dropped (at-most-once): %v", n, err)
+			s.sc.ReportDropped(n, fmt.Sprintf("write failed: %v", err))
 		} else {
 			s.delivered.Add(int64(n))
 		}

@@ -8,7 +8,8 @@ import (
 
 // Collector exposes an engine's counters as Prometheus metrics:
 // weir_inputs_total, weir_duplicates_total, weir_outputs_total,
-// weir_epochs_total and weir_commits_total per computation, the
+// weir_epochs_total, weir_commits_total and weir_sink_dropped_total per
+// computation, the
 // controller's job and lease counters, the pipeline state, the partitions
 // whose jobs keep failing (weir_job_consecutive_failures,
 // weir_job_last_error), the sinks whose delivery stopped and the sources
@@ -23,6 +24,7 @@ var (
 	descOutputs    = prometheus.NewDesc("weir_outputs_total", "Outputs emitted by committed epochs.", []string{"computation"}, nil)
 	descEpochs     = prometheus.NewDesc("weir_epochs_total", "Epochs that did work.", []string{"computation"}, nil)
 	descCommits    = prometheus.NewDesc("weir_commits_total", "Epoch commits.", []string{"computation"}, nil)
+	descDropped    = prometheus.NewDesc("weir_sink_dropped_total", "Outputs at-most-once sinks gave up (queue full, a failed write, abandoned when the sink stopped), per computation.", []string{"computation"}, nil)
 	descJobs       = prometheus.NewDesc("weir_jobs_total", "Jobs by event (started, failed, lost).", []string{"event"}, nil)
 	descLeases     = prometheus.NewDesc("weir_leases_total", "Leases by event (aborted, expired).", []string{"event"}, nil)
 	descState      = prometheus.NewDesc("weir_pipeline_state", "1 for the pipeline's current state.", []string{"state"}, nil)
@@ -36,7 +38,7 @@ var (
 const maxErrorLabel = 200
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInputs, descDuplicates, descOutputs, descEpochs, descCommits, descJobs, descLeases, descState, descSinkFailed, descFailures, descLastError, descSourceFail} {
+	for _, d := range []*prometheus.Desc{descInputs, descDuplicates, descOutputs, descEpochs, descCommits, descDropped, descJobs, descLeases, descState, descSinkFailed, descFailures, descLastError, descSourceFail} {
 		ch <- d
 	}
 }
@@ -49,6 +51,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descOutputs, prometheus.CounterValue, float64(v.Outputs), comp)
 		ch <- prometheus.MustNewConstMetric(descEpochs, prometheus.CounterValue, float64(v.Epochs), comp)
 		ch <- prometheus.MustNewConstMetric(descCommits, prometheus.CounterValue, float64(v.Commits), comp)
+		ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(v.SinkDropped), comp)
 	}
 	s := e.ctl.Stats()
 	ch <- prometheus.MustNewConstMetric(descJobs, prometheus.CounterValue, float64(s.JobsStarted), "started")

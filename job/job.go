@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/plan"
@@ -247,6 +248,9 @@ func (j *Job) Init(ctx context.Context) error {
 			},
 			Logf: func(format string, args ...any) {
 				j.cfg.Logf("sink %s of %s: "+format, append([]any{sp.ID, p.ID}, args...)...)
+			},
+			Dropped: func(n int) {
+				j.cfg.Board.AddCounters(j.comp.Name, board.Counters{SinkDropped: uint64(n)})
 			},
 		}
 		if err := s.Init(ctx, sc); err != nil {

@@ -2,6 +2,7 @@ package job
 
 import (
 	"github.com/weir-stream/weir/board"
+	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/store"
 )
 
@@ -57,6 +58,10 @@ func (j *Job) report(idle bool) {
 	} else {
 		quiet = quiet && j.recv.Pending() == 0
 	}
+	// An at-most-once sink acknowledged its queued outputs (they left the
+	// outbox) but has not written them yet: a stop or the completion waits
+	// for them (connector.Queueing).
+	quiet = quiet && !j.sinksQueued()
 	s.Quiet, s.DrainingSeen = quiet, ctl.Draining
 	drained := quiet && j.timers.count() == 0
 	if j.src != nil {
@@ -76,6 +81,17 @@ func (j *Job) report(idle bool) {
 		}
 	}
 	j.cfg.Board.Post(s)
+}
+
+// sinksQueued reports whether a sink holds acknowledged outputs not yet
+// written (connector.Queueing).
+func (j *Job) sinksQueued() bool {
+	for _, sk := range j.sinks {
+		if q, ok := sk.sink.(connector.Queueing); ok && q.Queued() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // swiftBound is a lower bound of the SystemTimestamp of any future output of
