@@ -35,8 +35,20 @@ import (
 // Queue mode (enabled = %true): each message is acknowledged at once and,
 // after the epoch commit, queued in memory while the queued bytes stay
 // within total_queue_bytes_limit (dynamic); the rest is dropped with a
-// warning. A crash loses the queue. Close waits up to
-// suspend_destruction_duration for the queue to drain.
+// warning. A crash loses the queue; a clean stop does not: the sink
+// implements connector.Queueing, so its partition is neither quiet nor
+// drained while messages are queued, and a drain or the completion of a
+// finite pipeline waits until every queued INSERT was sent. Close (a job
+// moved, stopped hard, or failed) waits up to suspend_destruction_duration
+// for the queue and reports what it abandons. Messages reloaded from the
+// outbox after a restart are not handed to it again
+// (connector.AtMostOnce).
+//
+// Every message either mode gives up is counted in
+// weir_clickhouse_sink_dropped_total by reason (queue_full, insert_failed,
+// uncertain_after_restart, abandoned_at_close) and reported through
+// connector.SinkContext.ReportDropped (a warning, and the computation's
+// dropped outputs in the run summary and 'weir pipeline status').
 type AtMostOnceSink struct {
 	w       *writer
 	p       *Params
@@ -127,8 +139,7 @@ func (s *AtMostOnceSink) Distribute(m *weir.Message, done func(error)) {
 		return
 	}
 	if m.ID <= s.loadedBound {
-		s.w.m.dropped("uncertain_after_restart", 1)
-		s.sc.Logf("message %s dropped: an earlier life may have started its INSERT (at-most-once)", m.ID)
+		s.drop(dropUncertain, 1, fmt.Sprintf("message %s: an earlier life may have started its INSERT", m.ID))
 		done(nil)
 		return
 	}
@@ -193,10 +204,7 @@ func (s *AtMostOnceSink) Commit(context.Context) {
 	s.pending = nil
 	s.mu.Unlock()
 	if dropped > 0 {
-		s.w.m.dropped("queue_full", dropped)
-		s.w.o.logger().Warn("ClickHouse at-most-once sink queue is full: messages dropped", "Sink", s.sc.SinkID,
-			"Dropped", dropped, "TotalQueueBytesLimit", s.limit.Load())
-		s.sc.Logf("WARNING: queue is full (total_queue_bytes_limit %d): dropped %d messages", s.limit.Load(), dropped)
+		s.drop(dropQueueFull, dropped, fmt.Sprintf("the queue is full (total_queue_bytes_limit %d)", s.limit.Load()))
 	}
 	for _, pm := range rec {
 		pm.done(nil)
@@ -261,30 +269,63 @@ func (s *AtMostOnceSink) Reconfigure(d Dynamic) error {
 	return s.w.reconfigure(d)
 }
 
+// DeliversAtMostOnce implements connector.AtMostOnce in queue mode: an
+// output reloaded from the outbox after a restart (its erase had not
+// committed) was queued by the earlier life, which may have inserted it;
+// the engine acknowledges it without handing it over. Ordered mode keeps
+// its own record (the started bound) and takes reloaded outputs.
+func (s *AtMostOnceSink) DeliversAtMostOnce() bool { return s.queued }
+
+// Queued implements connector.Queueing (queue mode): the messages
+// committed and not yet inserted or dropped. Ordered mode keeps its
+// messages in the outbox until they are done, and returns 0.
+func (s *AtMostOnceSink) Queued() int {
+	if !s.queued {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
+
 // Close stops delivery. In queue mode it first waits up to
-// suspend_destruction_duration for the queue to drain; in ordered mode an
-// INSERT in flight is abandoned (its message is dropped by the next life,
+// suspend_destruction_duration for the queue to drain (after a drain or
+// completion it is empty already: see Queued) and reports what it
+// abandons; in ordered mode an INSERT in flight is abandoned (its message
+// stays in the outbox and is dropped, and reported, by the next life,
 // being under the bound).
 func (s *AtMostOnceSink) Close() error {
 	if s.stop == nil {
 		return nil
 	}
 	if s.queued {
-		deadline := time.Now().Add(s.suspend)
-		for time.Now().Before(deadline) {
-			s.mu.Lock()
-			empty := len(s.queue) == 0
-			s.mu.Unlock()
-			if empty {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		connector.WaitQueue(s.suspend, s.Queued)
 	}
 	s.stop()
 	<-s.done
 	s.w.close()
+	if n := s.Queued(); n > 0 {
+		s.drop(dropAbandoned, n, fmt.Sprintf("still queued when the sink stopped (suspend_destruction_duration %v; an INSERT in flight may have arrived)", s.suspend))
+	}
 	return nil
+}
+
+// Reasons of weir_clickhouse_sink_dropped_total.
+const (
+	dropQueueFull = "queue_full"
+	dropFailed    = "insert_failed"
+	dropUncertain = "uncertain_after_restart"
+	dropAbandoned = "abandoned_at_close"
+)
+
+// drop counts n given-up messages under reason in the package's metric,
+// logs them (structured and in the pipeline's log) and adds them to the
+// computation's dropped outputs.
+func (s *AtMostOnceSink) drop(reason string, n int, why string) {
+	s.w.m.dropped(reason, n)
+	s.w.o.logger().Warn("ClickHouse at-most-once sink dropped messages", "Sink", s.sc.SinkID,
+		"Partition", s.sc.PartitionID, "Dropped", n, "Reason", reason, "Detail", why)
+	s.sc.ReportDropped(n, reason+": "+why)
 }
 
 func (s *AtMostOnceSink) loop(ctx context.Context) {
@@ -325,8 +366,7 @@ func (s *AtMostOnceSink) loop(ctx context.Context) {
 			continue
 		}
 		if err != nil {
-			s.w.m.dropped("insert_failed", 1)
-			s.sc.Logf("message %s dropped (at-most-once): %v", pm.m.ID, err)
+			s.drop(dropFailed, 1, fmt.Sprintf("message %s: %v", pm.m.ID, err))
 		}
 		s.mu.Lock()
 		s.queue = s.queue[1:]

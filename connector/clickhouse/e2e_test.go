@@ -27,6 +27,7 @@ import (
 	"github.com/weir-stream/weir/controller"
 	"github.com/weir-stream/weir/engine"
 	"github.com/weir-stream/weir/internal/enginetest"
+	"github.com/weir-stream/weir/job"
 	"github.com/weir-stream/weir/spec"
 	pstore "github.com/weir-stream/weir/store/pebble"
 )
@@ -91,49 +92,13 @@ func TestEngineExactlyOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st, err := pstore.Open(t.TempDir(), pstore.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			q, err := queue.Create(ctx, st, "events", 3)
-			if err != nil {
-				t.Fatal(err)
-			}
 			rows, want := events(1500, 40, seed)
-			parts := make([]int, len(rows))
-			for i := range parts {
-				parts[i] = i % 3
-			}
-			if err := q.Write(ctx, rows, parts); err != nil {
-				t.Fatal(err)
-			}
 			crashes := enginetest.NewCrashes(seed, 0.1, 25)
 			// Injected crashes are job failures: keep their restart backoff
 			// short, or a few in a row wait 30 s each.
 			p.Dynamic.JobRestartBackoff = spec.Duration(10 * time.Millisecond)
 			p.Dynamic.JobRestartBackoffMax = spec.Duration(100 * time.Millisecond)
-			var mu sync.Mutex
-			var logs []string
-			logf := func(format string, args ...any) {
-				mu.Lock()
-				defer mu.Unlock()
-				logs = append(logs, fmt.Sprintf(format, args...))
-			}
-			e, err := engine.New(ctx, engine.Config{Spec: p, Store: st, Classes: engine.DefaultClasses(),
-				Connectors: engine.DefaultConnectors(), Logf: logf, Hooks: crashes})
-			if err != nil {
-				t.Fatal(err)
-			}
-			state, err := e.Run(ctx)
-			if err != nil || state != controller.Completed {
-				mu.Lock()
-				text := strings.Join(logs, "\n")
-				mu.Unlock()
-				t.Fatalf("run ended in %s: %v\n%s", state, err, text[max(0, len(text)-5000):])
-			}
+			runEngine(t, p, rows, crashes)
 			checkExact(t, counts(t, srv, table), want)
 			if crashes.Total() == 0 || proxy.Count(chserver.DropResponse) == 0 {
 				t.Errorf("crashes %v, dropped answers %d: the run proves nothing", crashes.Injected, proxy.Count(chserver.DropResponse))
@@ -141,6 +106,52 @@ func TestEngineExactlyOnce(t *testing.T) {
 			t.Logf("crashes %v; INSERTs %d, answers dropped after apply %d", crashes.Injected, proxy.Inserts(), proxy.Count(chserver.DropResponse))
 		})
 	}
+}
+
+// runEngine writes rows to the queue "events" (3 partitions) of a fresh
+// store and runs p in process, with hooks (nil: none), until it completes
+// (two minutes at most); the test fails otherwise, with the log's tail.
+// It returns the engine's status at the end and the log lines.
+func runEngine(t testing.TB, p *spec.Pipeline, rows []weir.Row, hooks job.Hooks) (engine.Status, []string) {
+	t.Helper()
+	st, err := pstore.Open(t.TempDir(), pstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	q, err := queue.Create(ctx, st, "events", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := make([]int, len(rows))
+	for i := range parts {
+		parts[i] = i % 3
+	}
+	if err := q.Write(ctx, rows, parts); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var logs []string
+	logf := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		logs = append(logs, fmt.Sprintf(format, args...))
+	}
+	e, err := engine.New(ctx, engine.Config{Spec: p, Store: st, Classes: engine.DefaultClasses(),
+		Connectors: engine.DefaultConnectors(), Logf: logf, Hooks: hooks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := e.Run(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	if err != nil || state != controller.Completed {
+		text := strings.Join(logs, "\n")
+		t.Fatalf("run ended in %s: %v\n%s", state, err, text[max(0, len(text)-5000):])
+	}
+	return e.Status(), append([]string(nil), logs...)
 }
 
 var (

@@ -34,7 +34,7 @@ var metricVecs = sync.OnceValue(func() vecs {
 		batches:  c(metricBatches, "Exactly-once batches written to every shard, by sink."),
 		failures: c(metricFailures, "Failed INSERT attempts, by sink, error class and code (ClickHouse code, http_<status> or transport).", "class", "code"),
 		retries:  c(metricRetries, "INSERT attempts retried, by sink and error class.", "class"),
-		dropped:  c(metricDropped, "Messages an at-most-once sink dropped, by sink and reason (queue_full, insert_failed, uncertain_after_restart).", "reason"),
+		dropped:  c(metricDropped, "Messages an at-most-once sink dropped, by sink and reason (queue_full, insert_failed, uncertain_after_restart, abandoned_at_close).", "reason"),
 	}
 })
 
