@@ -60,6 +60,27 @@ type Status struct {
 	// UpstreamDoneSeen echoes the control's UpstreamDone at the time of the
 	// report, so the controller knows Drained was computed after it.
 	UpstreamDoneSeen bool
+	// Totals are the counts of this job's epochs so far (its successor
+	// starts from zero), and LastEpoch describes its last epoch that did
+	// work (nil before one): for the web console's per-partition rates
+	// and epoch history. Nothing decides on them.
+	Totals    Counters
+	LastEpoch *EpochStats `json:",omitempty"`
+}
+
+// EpochStats describes one epoch of a job, as its status reports it.
+type EpochStats struct {
+	// TS is the epoch's timestamp; At when it was applied (wall clock).
+	TS store.Timestamp
+	At time.Time
+	// Inputs, Duplicates and Outputs count the epoch's messages.
+	Inputs, Duplicates, Outputs int
+	// Duration runs from the start of the epoch's decision to the end of
+	// its commit; Commit is the commit alone (the store's latency).
+	Duration, Commit time.Duration
+	// Committed: the epoch committed a transaction (a Swift epoch with
+	// nothing to persist commits nothing).
+	Committed bool
 }
 
 // Control is what the controller tells a computation's jobs.
@@ -89,7 +110,8 @@ type Counters struct {
 	SinkDropped uint64
 }
 
-func (c *Counters) add(d Counters) {
+// Add adds d to c.
+func (c *Counters) Add(d Counters) {
 	c.Epochs += d.Epochs
 	c.Commits += d.Commits
 	c.Inputs += d.Inputs
@@ -191,7 +213,7 @@ func (b *Board) AddCounters(comp string, d Counters) {
 		c = &Counters{}
 		b.counters[comp] = c
 	}
-	c.add(d)
+	c.Add(d)
 }
 
 // Counters returns a copy of every computation's totals.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/board"
@@ -88,6 +89,7 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 	if j.closed {
 		return nil, errors.New("job: epoch on a closed job")
 	}
+	j.decideStart = time.Now() // for the status's EpochStats
 	j.epochCount++
 	d := &Decision{}
 	// 1. Control: watermarks and draining.
@@ -263,13 +265,17 @@ func (j *Job) Apply(ctx context.Context, d *Decision) (EpochResult, error) {
 	if err := j.crash(CrashBeforeCommit); err != nil {
 		return res, err
 	}
+	var commitTook time.Duration
 	if d.Commit {
+		t0 := time.Now()
 		if err := j.tx.commit(ctx, d.Txn, d.TS); err != nil {
 			j.ext.commitFailed(err)
 			return res, fmt.Errorf("job %s: commit: %w", j.cfg.Partition.ID, err)
 		}
+		commitTook = time.Since(t0)
 		res.Committed = true
 	}
+	j.recordEpoch(d.TS, res, commitTook)
 	j.lastTS = d.TS
 	if j.comp.Mode == plan.ExactlyOnce && !j.comp.Swift() && j.recv != nil {
 		applied.record(j.st, string(j.cfg.Partition.ID), d.Fresh, j.inputs.watermarks)
@@ -303,13 +309,27 @@ func (j *Job) Apply(ctx context.Context, d *Decision) (EpochResult, error) {
 	}
 	j.drainAcks()
 	j.flushSwift()
-	j.cfg.Board.AddCounters(j.comp.Name, board.Counters{Epochs: 1, Commits: b2u(res.Committed),
-		Inputs: uint64(res.Inputs), Duplicates: uint64(res.Duplicates), Outputs: uint64(res.Outputs)})
+	j.cfg.Board.AddCounters(j.comp.Name, epochCounters(res))
 	if err := j.crash(CrashAfterAckBeforeErase); err != nil {
 		return res, err
 	}
 	j.report(false)
 	return res, nil
+}
+
+// epochCounters are an epoch's counts.
+func epochCounters(res EpochResult) board.Counters {
+	return board.Counters{Epochs: 1, Commits: b2u(res.Committed),
+		Inputs: uint64(res.Inputs), Duplicates: uint64(res.Duplicates), Outputs: uint64(res.Outputs)}
+}
+
+// recordEpoch keeps an applied epoch's figures for the job's status
+// (board.Status.Totals and LastEpoch: the web console's per-partition
+// rates and epoch history). Nothing decides on them.
+func (j *Job) recordEpoch(ts store.Timestamp, res EpochResult, commit time.Duration) {
+	j.totals.Add(epochCounters(res))
+	j.lastEpoch = &board.EpochStats{TS: ts, At: time.Now(), Inputs: res.Inputs, Duplicates: res.Duplicates, Outputs: res.Outputs,
+		Duration: time.Since(j.decideStart), Commit: commit, Committed: res.Committed}
 }
 
 // String summarises the decision for traces and protocol scripts: the

@@ -127,6 +127,11 @@ type Job struct {
 	eventWM    time.Time
 	closed     bool
 	epochCount int
+	// decideStart, totals and lastEpoch feed the status's Totals and
+	// LastEpoch (recordEpoch).
+	decideStart time.Time
+	totals      board.Counters
+	lastEpoch   *board.EpochStats
 }
 
 type sinkInstance struct {

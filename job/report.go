@@ -15,6 +15,8 @@ func (j *Job) report(idle bool) {
 		Epoch:       j.lastTS,
 		At:          j.st.Now(),
 		SystemWM:    map[string]store.Timestamp{},
+		Totals:      j.totals,
+		LastEpoch:   j.lastEpoch,
 	}
 	ctl := j.cfg.Board.Control(j.comp.Name)
 	s.UpstreamDoneSeen = ctl.UpstreamDone
