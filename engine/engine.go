@@ -90,7 +90,8 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Pool != nil {
 		n = 0
 	}
-	env := worker.Env{Plan: pl, Store: cfg.Store, Hub: e.hub, Board: e.board, Hooks: cfg.Hooks, Logf: cfg.Logf}
+	env := worker.Env{Plan: pl, Store: cfg.Store, Hub: e.hub, Board: e.board, Hooks: cfg.Hooks, Logf: cfg.Logf,
+		CloseWait: sinkCloseWait(cfg.Spec)}
 	for i := 0; i < n; i++ {
 		e.workers = append(e.workers, worker.New(fmt.Sprintf("worker-%d", i), cfg.Store, env))
 	}
@@ -166,6 +167,21 @@ func (e *Engine) Run(ctx context.Context) (controller.State, error) {
 		err = fmt.Errorf("engine: close sources: %w", cerr)
 	}
 	return state, err
+}
+
+// sinkCloseWait is the longest suspend_destruction_duration of p's
+// enabled at-most-once strategies: how long a stopping sink may wait for
+// its queue (worker.Env.CloseWait).
+func sinkCloseWait(p *spec.Pipeline) time.Duration {
+	var d time.Duration
+	for _, c := range p.Computations {
+		for _, s := range c.Sinks {
+			if a := s.AtMostOnceStrategy; a != nil && a.Enabled {
+				d = max(d, a.SuspendDestructionDuration.Std())
+			}
+		}
+	}
+	return d
 }
 
 // Status is a JSON-friendly snapshot of a running engine.

@@ -32,6 +32,12 @@ type Env struct {
 	// Hooks lets tests crash jobs at named points (nil in production).
 	Hooks job.Hooks
 	Logf  func(format string, args ...any)
+	// CloseWait is how much longer than its own 5 s Shutdown waits for a
+	// stopping job: the longest suspend_destruction_duration of the plan's
+	// at-most-once sinks, whose Close waits that long for its queue and
+	// then reports what it gives up — before the run's summary, not after
+	// the process is gone.
+	CloseWait time.Duration
 }
 
 // jobConfig builds a job's configuration from its spec and the environment.
@@ -116,14 +122,15 @@ func (w *Worker) Restart() {
 }
 
 // Shutdown stops every job of the worker and waits for them to exit (up to
-// 5 seconds: a job stuck in a broken store is abandoned).
+// 5 seconds plus Env.CloseWait: a job stuck in a broken store is
+// abandoned).
 func (w *Worker) Shutdown() {
 	w.mu.Lock()
 	jobs := w.jobs
 	w.jobs = map[*JobHandle]struct{}{}
 	w.incarnation++
 	w.mu.Unlock()
-	deadline := time.After(5 * time.Second)
+	deadline := time.After(5*time.Second + w.env.CloseWait)
 	for h := range jobs {
 		h.Stop()
 	}

@@ -114,13 +114,27 @@ func TestEngineExactlyOnce(t *testing.T) {
 // It returns the engine's status at the end and the log lines.
 func runEngine(t testing.TB, p *spec.Pipeline, rows []weir.Row, hooks job.Hooks) (engine.Status, []string) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e, logs := newEngine(t, ctx, p, rows, hooks)
+	state, err := e.Run(ctx)
+	if err != nil || state != controller.Completed {
+		text := strings.Join(logs(), "\n")
+		t.Fatalf("run ended in %s: %v\n%s", state, err, text[max(0, len(text)-5000):])
+	}
+	return e.Status(), logs()
+}
+
+// newEngine writes rows to the queue "events" (3 partitions) of a fresh
+// store (closed by the test's cleanup) and returns an engine for p, with
+// hooks (nil: none), and a function returning its log lines so far.
+func newEngine(t testing.TB, ctx context.Context, p *spec.Pipeline, rows []weir.Row, hooks job.Hooks) (*engine.Engine, func() []string) {
+	t.Helper()
 	st, err := pstore.Open(t.TempDir(), pstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	t.Cleanup(func() { st.Close() })
 	q, err := queue.Create(ctx, st, "events", 3)
 	if err != nil {
 		t.Fatal(err)
@@ -144,14 +158,11 @@ func runEngine(t testing.TB, p *spec.Pipeline, rows []weir.Row, hooks job.Hooks)
 	if err != nil {
 		t.Fatal(err)
 	}
-	state, err := e.Run(ctx)
-	mu.Lock()
-	defer mu.Unlock()
-	if err != nil || state != controller.Completed {
-		text := strings.Join(logs, "\n")
-		t.Fatalf("run ended in %s: %v\n%s", state, err, text[max(0, len(text)-5000):])
+	return e, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), logs...)
 	}
-	return e.Status(), append([]string(nil), logs...)
 }
 
 var (

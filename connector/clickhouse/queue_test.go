@@ -208,3 +208,46 @@ func withTail(t testing.TB, s string) string {
 	}
 	return s
 }
+
+// TestAtMostOnceQueueHardStopReported: nothing listens on the sink's host
+// (connection refused: the INSERTs never start and are retried), so the
+// queue cannot drain and the run is stopped hard (as weir run does when
+// --drain-timeout passes). Each sink's Close waits
+// suspend_destruction_duration — longer than the engine allowed a stopping
+// job before (the controller's lost_job_timeout, then 5 s per worker) —
+// and gives the queue up; by the time Run returns (and weir run prints its
+// summary) every queued message must be counted as dropped.
+func TestAtMostOnceQueueHardStopReported(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // refused from now on
+	rows, _ := events(60, 5, 9)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// One worker, a removed job waited for 1 s: 6 s in all before, below
+	// suspend_destruction_duration (7 s).
+	p := queueSpec(t, addr, "t", 7000, 100<<20)
+	p.Dynamic.WorkerCount = 1
+	p.Dynamic.LostJobTimeout = spec.Duration(time.Second)
+	e, logs := newEngine(t, ctx, p, rows, nil)
+	go func() {
+		deadline := time.Now().Add(30 * time.Second)
+		for e.Status().Computations["Counter"].Outputs < uint64(len(rows)) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		e.Controller().Halt()
+	}()
+	start := time.Now()
+	state, err := e.Run(ctx)
+	if err != nil {
+		t.Fatalf("run ended in %s: %v", state, err)
+	}
+	d := e.Status().Computations["Counter"].SinkDropped
+	t.Logf("state %s after %v; %d of %d outputs reported dropped", state, time.Since(start).Round(time.Millisecond), d, len(rows))
+	if d != uint64(len(rows)) {
+		t.Errorf("%d outputs reported dropped when Run returned, want all %d (none could be inserted)\n%s", d, len(rows), strings.Join(logs(), "\n"))
+	}
+}
