@@ -1,6 +1,7 @@
 package statictable
 
 import (
+	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	pq "github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/deprecated"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/weir-stream/weir"
@@ -123,6 +125,11 @@ func openParquet(r io.ReaderAt, size int64) (*parquetReader, error) {
 				return nil, fmt.Errorf("%w: column %q (row group %d) is compressed with %s, which weir cannot decode; it reads UNCOMPRESSED, SNAPPY, GZIP, BROTLI, ZSTD and LZ4_RAW: rewrite the table with one of those",
 					errUnsupported, strings.Join(cc.MetaData.PathInSchema, "."), g, codecName(c))
 			}
+			if cc.MetaData.Codec == format.Lz4Raw && !lz4Fixed {
+				if err := checkLZ4Pages(r, size, g, &cc.MetaData); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	var n int64
@@ -135,6 +142,59 @@ func openParquet(r io.ReaderAt, size int64) (*parquetReader, error) {
 		return nil, fmt.Errorf("%w: row groups hold %d rows, the footer says %d", errMalformed, n, pf.NumRows())
 	}
 	return p, nil
+}
+
+// lz4MinRatio: parquet-go's own LZ4_RAW codec decodes a page correctly
+// only when its page buffer holds lz4MinRatio × the compressed size,
+// which a page that compresses at least lz4MinRatio:1 guarantees (see
+// lz4RawCodec). When weir's codec could not be installed, checkLZ4Pages
+// refuses the other pages before any row is read.
+const lz4MinRatio = 3
+
+// checkLZ4Pages reads the page headers of an LZ4_RAW column chunk and
+// refuses the table (errUnsupported, naming the column) if a page
+// compresses less than lz4MinRatio:1; see lz4MinRatio.
+func checkLZ4Pages(r io.ReaderAt, size int64, group int, md *format.ColumnMetaData) error {
+	col := strings.Join(md.PathInSchema, ".")
+	start := md.DataPageOffset
+	if md.DictionaryPageOffset > 0 && md.DictionaryPageOffset < start {
+		start = md.DictionaryPageOffset
+	}
+	if start < 0 || md.TotalCompressedSize < 0 || start+md.TotalCompressedSize > size {
+		return fmt.Errorf("%w: column %q (row group %d): its chunk lies outside the file", errMalformed, col, group)
+	}
+	br := bufio.NewReader(io.NewSectionReader(r, start, md.TotalCompressedSize))
+	dec := thrift.NewDecoder((&thrift.CompactProtocol{}).NewReader(br))
+	for {
+		if _, err := br.Peek(1); err == io.EOF {
+			return nil
+		}
+		var h format.PageHeader
+		if err := dec.Decode(&h); err != nil {
+			return fmt.Errorf("%w: column %q (row group %d): page header: %v", errMalformed, col, group, err)
+		}
+		compressed, uncompressed := int64(h.CompressedPageSize), int64(h.UncompressedPageSize)
+		switch h.Type {
+		case format.DataPageV2:
+			if v2, ok := h.DataPageHeaderV2.Get(); ok {
+				if c, ok := v2.IsCompressed.Get(); ok && !c {
+					compressed = 0 // the default is compressed
+				}
+				levels := int64(v2.DefinitionLevelsByteLength) + int64(v2.RepetitionLevelsByteLength)
+				compressed, uncompressed = max(0, compressed-levels), uncompressed-levels
+			}
+		case format.DataPage, format.DictionaryPage:
+		default:
+			compressed = 0 // index pages are not decoded
+		}
+		if compressed > 0 && lz4MinRatio*compressed > uncompressed {
+			return fmt.Errorf("%w: column %q (row group %d) has an LZ4_RAW page of %d bytes that compresses to %d, less than %d:1, which weir's Parquet decoder (parquet-go) may read wrongly: rewrite the table with ZSTD, SNAPPY or no compression",
+				errUnsupported, col, group, uncompressed, compressed, lz4MinRatio)
+		}
+		if _, err := br.Discard(int(h.CompressedPageSize)); err != nil {
+			return fmt.Errorf("%w: column %q (row group %d): page of %d bytes: %v", errMalformed, col, group, h.CompressedPageSize, err)
+		}
+	}
 }
 
 func codecName(c format.CompressionCodec) string {

@@ -10,7 +10,9 @@ package statictable
 
 import (
 	"bytes"
+	"errors"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -212,5 +214,76 @@ func TestInt96Nanos(t *testing.T) {
 		if (err != nil) != tc.err || got != tc.want {
 			t.Errorf("int96Nanos(%v) = %d, %v; want %d (error %v)", tc.v, got, err, tc.want, tc.err)
 		}
+	}
+}
+
+// TestLZ4IncompressiblePages (issue 23 item 1, found with DuckDB's LZ4
+// tables): LZ4_RAW pages that compress less than 3:1 — random values —
+// in several row groups and pages are read exactly. parquet-go's own
+// codec decodes such a page into a buffer its reader drops, so the page
+// read as stale bytes (errors, or another page's values); weir installs
+// lz4RawCodec in its place.
+func TestLZ4IncompressiblePages(t *testing.T) {
+	if !lz4Fixed {
+		t.Fatal("weir's LZ4_RAW codec is not installed in parquet-go's codec table (its layout changed?)")
+	}
+	type row struct {
+		I int64  `parquet:"i"`
+		B []byte `parquet:"b"`
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	rows := make([]row, 3000)
+	for i := range rows {
+		b := make([]byte, 1+r.IntN(40))
+		for j := range b {
+			b[j] = byte(r.Uint32())
+		}
+		rows[i] = row{I: int64(r.Uint64()), B: b}
+	}
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "2024-01-01.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := pq.NewGenericWriter[row](f, pq.Compression(&pq.Lz4Raw), pq.MaxRowsPerRowGroup(1000), pq.PageBufferSize(4096))
+	if _, err := w.Write(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	got, err := readTables(t, dir, 700)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := got["2024-01-01.parquet"]
+	if len(read) != len(rows) {
+		t.Fatalf("read %d rows, want %d", len(read), len(rows))
+	}
+	bad := 0
+	for i, w := range rows {
+		if g := read[i]; g["i"] != w.I || !bytes.Equal(g["b"].([]byte), w.B) {
+			if bad++; bad <= 3 {
+				t.Errorf("row %d: read %v, wrote %+v", i, g, w)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d rows differ", bad, len(rows))
+	}
+	// Without weir's codec (a parquet-go whose codec table changed), the
+	// pages parquet-go may decode wrongly are refused, naming the column.
+	b, err := os.ReadFile(filepath.Join(dir, "2024-01-01.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := pq.OpenFile(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := &pf.Metadata().RowGroups[0].Columns[0].MetaData
+	if err := checkLZ4Pages(bytes.NewReader(b), int64(len(b)), 0, md); !errors.Is(err, errUnsupported) || !strings.Contains(err.Error(), `column "`+md.PathInSchema[0]+`" (row group 0) has an LZ4_RAW page`) {
+		t.Errorf("checkLZ4Pages: %v", err)
 	}
 }

@@ -20,8 +20,8 @@ import (
 	"github.com/weir-stream/weir/internal/testproc"
 )
 
-// The pyarrow tests run a real Parquet writer and reader nobody on this
-// project wrote: pyarrow, pinned in PyarrowRequirements, installed in a
+// The pyarrow tests run real Parquet writers and a reader nobody on this
+// project wrote: pyarrow and DuckDB, pinned in PyarrowRequirements, installed in a
 // Python venv outside the repository (WEIR_PYTHON_VENV, default
 // DefaultPythonVenv) by .ci/run. Their Python scripts live in
 // PyarrowScripts.
@@ -37,7 +37,8 @@ var PyarrowScripts = func() string {
 	return filepath.Join(filepath.Dir(file), "..", "testdata", "pyarrow")
 }()
 
-// PyarrowRequirements is the pip requirements file that pins pyarrow.
+// PyarrowRequirements is the pip requirements file that pins pyarrow and
+// duckdb.
 var PyarrowRequirements = filepath.Join(PyarrowScripts, "requirements.txt")
 
 // PythonVenv is the venv of the pyarrow tests: $WEIR_PYTHON_VENV, or
@@ -49,11 +50,15 @@ func PythonVenv() string {
 	return DefaultPythonVenv
 }
 
-var pyarrowCheck struct {
+// venvCheck is the outcome of checking that the venv's Python imports a
+// pinned module.
+type venvCheck struct {
 	once    sync.Once
 	python  string
-	missing string // why pyarrow cannot be used, or ""
+	missing string // why the module cannot be used, or ""
 }
+
+var venvChecks sync.Map // module name → *venvCheck
 
 // Pyarrow returns the venv's Python interpreter once it has checked that
 // it imports pyarrow of the pinned version. When it does not,
@@ -61,28 +66,45 @@ var pyarrowCheck struct {
 // CI=true) and a message giving the command that installs it.
 func Pyarrow(t testing.TB) string {
 	t.Helper()
-	c := &pyarrowCheck
+	return venvModule(t, "pyarrow")
+}
+
+// DuckDB is Pyarrow for the duckdb module (and pyarrow, which its scripts
+// read back with): the second foreign Parquet writer of the tests.
+func DuckDB(t testing.TB) string {
+	t.Helper()
+	Pyarrow(t)
+	return venvModule(t, "duckdb")
+}
+
+// venvModule returns the venv's Python interpreter once it has checked
+// that it imports module at the version PyarrowRequirements pins
+// ("module==VERSION"); otherwise it reports testproc.Missing.
+func venvModule(t testing.TB, module string) string {
+	t.Helper()
+	v, _ := venvChecks.LoadOrStore(module, &venvCheck{})
+	c := v.(*venvCheck)
 	c.once.Do(func() {
 		venv := PythonVenv()
 		c.python = filepath.Join(venv, "bin", "python")
-		want, err := pinnedPyarrow()
+		want, err := pinned(module)
 		if err != nil {
 			c.missing = err.Error()
 			return
 		}
-		install := fmt.Sprintf("python3 -m venv %s && %s/bin/pip install -r %s (it pins pyarrow==%s), or set WEIR_PYTHON_VENV to a venv that has it",
-			venv, venv, PyarrowRequirements, want)
-		out, err := exec.Command(c.python, "-c", "import pyarrow; print(pyarrow.__version__)").CombinedOutput()
+		install := fmt.Sprintf("python3 -m venv %s && %s/bin/pip install -r %s (it pins %s==%s), or set WEIR_PYTHON_VENV to a venv that has it",
+			venv, venv, PyarrowRequirements, module, want)
+		out, err := exec.Command(c.python, "-c", "import "+module+"; print("+module+".__version__)").CombinedOutput()
 		if err != nil {
 			why := err.Error()
 			if l := lastLine(out); l != "" {
 				why += ": " + l
 			}
-			c.missing = fmt.Sprintf("pyarrow is not importable by %s (%s); install it: %s", c.python, why, install)
+			c.missing = fmt.Sprintf("%s is not importable by %s (%s); install it: %s", module, c.python, why, install)
 			return
 		}
 		if got := strings.TrimSpace(string(out)); got != want {
-			c.missing = fmt.Sprintf("%s has pyarrow %s, the tests pin %s; install it: %s", c.python, got, want, install)
+			c.missing = fmt.Sprintf("%s has %s %s, the tests pin %s; install it: %s", c.python, module, got, want, install)
 		}
 	})
 	if c.missing != "" {
@@ -91,19 +113,19 @@ func Pyarrow(t testing.TB) string {
 	return c.python
 }
 
-// pinnedPyarrow is the version requirements.txt pins ("pyarrow==V").
-func pinnedPyarrow() (string, error) {
+// pinned is the version requirements.txt pins for module ("module==V").
+func pinned(module string) (string, error) {
 	b, err := os.ReadFile(PyarrowRequirements)
 	if err != nil {
-		return "", fmt.Errorf("the pyarrow pin: %w", err)
+		return "", fmt.Errorf("the %s pin: %w", module, err)
 	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "pyarrow=="); ok {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), module+"=="); ok {
 			return v, nil
 		}
 	}
-	return "", fmt.Errorf("%s pins no pyarrow==VERSION", PyarrowRequirements)
+	return "", fmt.Errorf("%s pins no %s==VERSION", PyarrowRequirements, module)
 }
 
 func lastLine(b []byte) string {
@@ -117,7 +139,18 @@ func lastLine(b []byte) string {
 // bytecode into the repository.
 func RunPyarrowScript(t testing.TB, name string, args ...string) []byte {
 	t.Helper()
-	python := Pyarrow(t)
+	return runScript(t, Pyarrow(t), name, args...)
+}
+
+// RunDuckDBScript is RunPyarrowScript for a script that also imports
+// duckdb.
+func RunDuckDBScript(t testing.TB, name string, args ...string) []byte {
+	t.Helper()
+	return runScript(t, DuckDB(t), name, args...)
+}
+
+func runScript(t testing.TB, python, name string, args ...string) []byte {
+	t.Helper()
 	cmd := exec.Command(python, append([]string{"-B", filepath.Join(PyarrowScripts, name)}, args...)...)
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONHASHSEED=0")
 	var stdout, stderr bytes.Buffer
