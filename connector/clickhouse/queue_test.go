@@ -8,6 +8,11 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +31,16 @@ import (
 // ms, total_queue_bytes_limit) instead of the batching sink.
 func queueSpec(t testing.TB, host, table string, suspendMS int, limit int64, edits ...func(testing.TB, string) string) *spec.Pipeline {
 	t.Helper()
+	p, err := spec.Parse([]byte(queueSpecText(t, host, table, suspendMS, limit, edits...)), "spec.yson")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// queueSpecText is queueSpec's text.
+func queueSpecText(t testing.TB, host, table string, suspendMS int, limit int64, edits ...func(testing.TB, string) string) string {
+	t.Helper()
 	s := exampleSpec(t, host, table, 100)
 	for _, e := range edits {
 		s = e(t, s)
@@ -36,11 +51,7 @@ func queueSpec(t testing.TB, host, table string, suspendMS int, limit int64, edi
 	}
 	s = strings.Replace(s, class, fmt.Sprintf(`"sink_class_name" = "AtMostOnceClickHouseSink";
                 "at_most_once_strategy" = {"enabled" = %%true; "suspend_destruction_duration" = %d; "total_queue_bytes_limit" = %d;};`, suspendMS, limit), 1)
-	p, err := spec.Parse([]byte(s), "spec.yson")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return s
 }
 
 // TestAtMostOnceQueueCleanCompletion: a finite pipeline into the queue
@@ -249,5 +260,43 @@ func TestAtMostOnceQueueHardStopReported(t *testing.T) {
 	t.Logf("state %s after %v; %d of %d outputs reported dropped", state, time.Since(start).Round(time.Millisecond), d, len(rows))
 	if d != uint64(len(rows)) {
 		t.Errorf("%d outputs reported dropped when Run returned, want all %d (none could be inserted)\n%s", d, len(rows), strings.Join(logs(), "\n"))
+	}
+}
+
+// TestWeirRunReportsDrops: the real weir run, to completion, with a queue
+// too small for an epoch's outputs: it exits 0 and its summary line says
+// how many outputs the sink dropped — exactly the rows missing from the
+// table — instead of "0 failed, 0 lost" alone.
+func TestWeirRunReportsDrops(t *testing.T) {
+	srv := chserver.Shared(t)
+	bin := buildWeir(t)
+	table := newTable(t, srv, "MergeTree() ORDER BY (key, count)")
+	dir := t.TempDir()
+	specPath := filepath.Join(dir, "spec.yson")
+	if err := os.WriteFile(specPath, []byte(queueSpecText(t, srv.Host(), table, 1000, 300)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	runWeir(t, bin, "", "queue", "create", "--data", data, "--partitions", "3", "events")
+	rows, _ := events(300, 10, 11)
+	var in strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&in, `{"key": %q, "i": %d}`+"\n", r["key"], r["i"])
+	}
+	runWeir(t, bin, in.String(), "queue", "write", "--data", data, "events")
+	cmd := exec.Command(bin, "run", "--data", data, "--spec", specPath, "--progress", "0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("weir run: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`pipeline completed after .*Counter \d+ in, \d+ out, (\d+) DROPPED by at-most-once sinks`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("the summary does not report the drops:\n%s", out)
+	}
+	dropped, _ := strconv.Atoi(string(m[1]))
+	arrived := rowCount(t, srv, table)
+	t.Logf("%d rows in, %d arrived; %s", len(rows), arrived, m[0])
+	if dropped == 0 || arrived+dropped != len(rows) {
+		t.Errorf("%d arrived and %d reported dropped of %d rows", arrived, dropped, len(rows))
 	}
 }
