@@ -115,8 +115,20 @@
 //   - enabled = %true (queue mode): each message is acknowledged at once
 //     and queued in memory after the commit while the queue stays within
 //     total_queue_bytes_limit (dynamic); the rest is dropped with a warning.
-//     A crash loses the queue; Close waits up to
-//     suspend_destruction_duration for it to drain.
+//     A crash loses the queue; a clean stop does not: while messages are
+//     queued the partition is neither quiet nor drained
+//     (connector.Queueing), so a drain and the completion of a finite
+//     pipeline wait until every queued INSERT was sent. Close (a job moved,
+//     failed or stopped hard) waits up to suspend_destruction_duration and
+//     reports what it abandons. Outputs reloaded from the outbox after a
+//     restart are not handed to it again (connector.AtMostOnce).
+//
+// Loss is allowed on a crash or on a reported give-up, never silently:
+// every message either mode drops is counted in
+// weir_clickhouse_sink_dropped_total, logged (a WARNING with the count and
+// reason, and a structured warning) and added to the computation's dropped
+// outputs (weir run's summary "… N DROPPED by at-most-once sinks",
+// 'weir pipeline status', weir_sink_dropped_total).
 //
 // # Writer session and validation
 //
@@ -245,5 +257,5 @@
 //   - weir_clickhouse_sink_retries_total{sink, class}: attempts retried.
 //   - weir_clickhouse_sink_dropped_total{sink, reason}: messages dropped
 //     by the at-most-once sink (queue_full, insert_failed,
-//     uncertain_after_restart).
+//     uncertain_after_restart, abandoned_at_close).
 package clickhouse
