@@ -226,16 +226,15 @@
 // its integers, so the annotation-less INT32 and INT64 come from pyarrow
 // and parquet-go. GEOMETRY and GEOGRAPHY are untested.
 //
-// LZ4_RAW: parquet-go's own codec reads a page that compresses less than
-// 3:1 as stale bytes (every LZ4 table DuckDB writes failed, and another
-// page's values could be read); weir replaces it in parquet-go's codec
-// table with a correct one (lz4.go), and would refuse such pages if it
-// could not.
-//
-// Known gap: a DELTA_BINARY_PACKED INT32 page whose deltas are wider than
-// 32 bits (DuckDB's format V2 writes them when a column's values span
-// more than 2^31) is read wrongly by parquet-go for UINT_32 columns;
-// pyarrow refuses such files.
+// Two parquet-go (v0.32.0) decoding bugs found with DuckDB's tables are
+// fixed in parquetgo.go, which replaces the
+// entries in parquet-go's codec and encoding tables: its LZ4_RAW codec
+// read a page that compresses less than 3:1 as stale bytes (every LZ4
+// table DuckDB writes failed; another page's values could be read), and
+// its DELTA_BINARY_PACKED decoder read INT32 deltas wider than 32 bits —
+// which DuckDB's format V2 writes — wrongly (UINT_32 4294967295 read as
+// 0). If the tables could not be patched (a parquet-go whose layout
+// changed), such pages and columns are refused instead.
 //
 // Refused, with an error naming the table and the column (the partition
 // stops at its committed position, as for a malformed table): a nested column (a

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"math/big"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -124,6 +125,10 @@ func openParquet(r io.ReaderAt, size int64) (*parquetReader, error) {
 			if c := cc.MetaData.Codec; !readableCodecs[c] {
 				return nil, fmt.Errorf("%w: column %q (row group %d) is compressed with %s, which weir cannot decode; it reads UNCOMPRESSED, SNAPPY, GZIP, BROTLI, ZSTD and LZ4_RAW: rewrite the table with one of those",
 					errUnsupported, strings.Join(cc.MetaData.PathInSchema, "."), g, codecName(c))
+			}
+			if !deltaFixed && cc.MetaData.Type == format.Int32 && slices.Contains(cc.MetaData.Encoding, format.DeltaBinaryPacked) {
+				return nil, fmt.Errorf("%w: column %q (row group %d) is an INT32 column in the DELTA_BINARY_PACKED encoding, which weir's Parquet decoder (parquet-go) may read wrongly: rewrite the table with PLAIN or dictionary encoding",
+					errUnsupported, strings.Join(cc.MetaData.PathInSchema, "."), g)
 			}
 			if cc.MetaData.Codec == format.Lz4Raw && !lz4Fixed {
 				if err := checkLZ4Pages(r, size, g, &cc.MetaData); err != nil {

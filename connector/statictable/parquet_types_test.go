@@ -224,8 +224,8 @@ func TestInt96Nanos(t *testing.T) {
 // read as stale bytes (errors, or another page's values); weir installs
 // lz4RawCodec in its place.
 func TestLZ4IncompressiblePages(t *testing.T) {
-	if !lz4Fixed {
-		t.Fatal("weir's LZ4_RAW codec is not installed in parquet-go's codec table (its layout changed?)")
+	if !lz4Fixed || !deltaFixed {
+		t.Fatalf("weir's fixes are not installed in parquet-go's tables (their layout changed?): LZ4_RAW codec %v, DELTA_BINARY_PACKED %v", lz4Fixed, deltaFixed)
 	}
 	type row struct {
 		I int64  `parquet:"i"`

@@ -453,7 +453,10 @@ func fileFacts(t *testing.T, path string) chunkFacts {
 // ±Inf, nulls, several row groups, every codec it offers, Parquet format
 // V1 and V2 — the DELTA encodings), are read by the source with the values
 // pyarrow reads back, by the documented mapping; each file holds what its
-// options claim. Its LZ4 tables failed (issue 23 item 1): see lz4RawCodec.
+// options claim. DuckDB's V2 INTEGER and UINTEGER columns, which pyarrow
+// cannot read, are in a table of their own that DuckDB reads back. Its LZ4
+// tables failed and its V2 UINTEGER values read wrongly (issue 23 item 1):
+// see lz4RawCodec and deltaBinaryPacked.
 func TestDuckDBTablesRead(t *testing.T) {
 	out := t.TempDir()
 	tabletest.RunDuckDBScript(t, "write_duckdb.py", out)
@@ -468,7 +471,7 @@ func TestDuckDBTablesRead(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Tables) < 12 {
+	if len(m.Tables) < 13 {
 		t.Fatalf("write_duckdb.py wrote %d tables", len(m.Tables))
 	}
 	t.Logf("DuckDB %s wrote %d tables", m.DuckDB, len(m.Tables))
@@ -491,7 +494,7 @@ func TestDuckDBTablesRead(t *testing.T) {
 			t.Errorf("%s: column chunk codecs %v, want only %s", tb.File, facts.codecs, want)
 		}
 		encodings := fmt.Sprint(tb.Options["encodings"])
-		if v2 := tb.Options["parquet_version"] == "V2"; v2 != strings.Contains(encodings, "DELTA_BINARY_PACKED") {
+		if v2 := tb.Options["parquet_version"] == "V2"; tb.Options["oracle"] == nil && v2 != strings.Contains(encodings, "DELTA_BINARY_PACKED") {
 			t.Errorf("%s (format %s): encodings %s", tb.File, tb.Options["parquet_version"], encodings)
 		}
 	}

@@ -8,11 +8,16 @@ import (
 	pq "github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/compress/lz4"
+	"github.com/parquet-go/parquet-go/encoding"
+	"github.com/parquet-go/parquet-go/encoding/delta"
 	"github.com/parquet-go/parquet-go/format"
 	plz4 "github.com/pierrec/lz4/v4"
 )
 
-// parquet-go (v0.32.0) decodes LZ4_RAW pages wrongly when a page
+// Fixes of parquet-go (v0.32.0) decoding bugs, installed in its codec and
+// encoding tables at init.
+//
+// parquet-go decodes LZ4_RAW pages wrongly when a page
 // compresses less than 3:1 and its page buffer (sized for the
 // uncompressed page, or reused from a pool with any capacity) is smaller
 // than 3 × the compressed size: its codec then decodes into a new buffer,
@@ -64,4 +69,42 @@ func (c *lz4RawCodec) Decode(dst, src []byte) ([]byte, error) {
 		}
 		buf = make([]byte, min(limit, max(2*len(buf), 3*len(src), 64)))
 	}
+}
+
+// deltaBinaryPacked is parquet-go's DELTA_BINARY_PACKED decoding with INT32
+// pages decoded in 64-bit arithmetic and then truncated. The format defines
+// INT32 deltas modulo 2^32, but writers compute them in 64 bits (DuckDB's
+// format V2 writes deltas up to 33 bits wide, and first values above
+// 2^31 for UINT_32 columns); parquet-go's 32-bit decoder reads those
+// wrongly or refuses them. The low 32 bits of the 64-bit sums are the
+// values either way. init installs it as lz4RawCodec is installed;
+// deltaFixed says whether it is — if not, openParquet refuses INT32
+// columns in that encoding.
+type deltaBinaryPacked struct{ delta.BinaryPackedEncoding }
+
+//go:linkname parquetEncodings github.com/parquet-go/parquet-go.encodings
+var parquetEncodings [format.ByteStreamSplit + 1]encoding.Encoding
+
+var deltaFixed = installDelta()
+
+func installDelta() bool {
+	if parquetEncodings[format.DeltaBinaryPacked] != encoding.Encoding(&pq.DeltaBinaryPacked) ||
+		parquetEncodings[format.Plain] != encoding.Encoding(&pq.Plain) || parquetEncodings[format.ByteStreamSplit] != encoding.Encoding(&pq.ByteStreamSplit) {
+		return false
+	}
+	parquetEncodings[format.DeltaBinaryPacked] = &deltaBinaryPacked{}
+	return pq.LookupEncoding(format.DeltaBinaryPacked) == parquetEncodings[format.DeltaBinaryPacked]
+}
+
+// DecodeInt32 decodes src as 64-bit values and keeps their low 32 bits.
+func (e *deltaBinaryPacked) DecodeInt32(dst []int32, src []byte) ([]int32, error) {
+	wide, err := e.BinaryPackedEncoding.DecodeInt64(make([]int64, 0, max(cap(dst), 64)), src)
+	if err != nil {
+		return dst[:0], err
+	}
+	dst = dst[:0]
+	for _, v := range wide {
+		dst = append(dst, int32(v))
+	}
+	return dst, nil
 }
