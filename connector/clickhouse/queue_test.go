@@ -22,6 +22,7 @@ import (
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/connector/clickhouse"
 	"github.com/weir-stream/weir/connector/clickhouse/internal/chserver"
+	"github.com/weir-stream/weir/controller"
 	"github.com/weir-stream/weir/internal/enginetest"
 	"github.com/weir-stream/weir/spec"
 )
@@ -222,7 +223,8 @@ func withTail(t testing.TB, s string) string {
 
 // TestAtMostOnceQueueHardStopReported: nothing listens on the sink's host
 // (connection refused: the INSERTs never start and are retried), so the
-// queue cannot drain and the run is stopped hard (as weir run does when
+// queue cannot drain: a drain (stop) waits for it instead of stopping and
+// abandoning it, and the run is stopped hard (as weir run does when
 // --drain-timeout passes). Each sink's Close waits
 // suspend_destruction_duration — longer than the engine allowed a stopping
 // job before (the controller's lost_job_timeout, then 5 s per worker) —
@@ -244,11 +246,17 @@ func TestAtMostOnceQueueHardStopReported(t *testing.T) {
 	p.Dynamic.WorkerCount = 1
 	p.Dynamic.LostJobTimeout = spec.Duration(time.Second)
 	e, logs := newEngine(t, ctx, p, rows, nil)
+	var stateAfterStop controller.State
 	go func() {
 		deadline := time.Now().Add(30 * time.Second)
 		for e.Status().Computations["Counter"].Outputs < uint64(len(rows)) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
+		if err := e.Controller().SetTarget(controller.Stopped); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(time.Second)
+		stateAfterStop = e.Controller().State()
 		e.Controller().Halt()
 	}()
 	start := time.Now()
@@ -256,8 +264,11 @@ func TestAtMostOnceQueueHardStopReported(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run ended in %s: %v", state, err)
 	}
+	if stateAfterStop != controller.Draining {
+		t.Errorf("state %s a second after the stop, want draining: the drain must wait for the queue", stateAfterStop)
+	}
 	d := e.Status().Computations["Counter"].SinkDropped
-	t.Logf("state %s after %v; %d of %d outputs reported dropped", state, time.Since(start).Round(time.Millisecond), d, len(rows))
+	t.Logf("state %s after %v (%s a second after the stop); %d of %d outputs reported dropped", state, time.Since(start).Round(time.Millisecond), stateAfterStop, d, len(rows))
 	if d != uint64(len(rows)) {
 		t.Errorf("%d outputs reported dropped when Run returned, want all %d (none could be inserted)\n%s", d, len(rows), strings.Join(logs(), "\n"))
 	}
