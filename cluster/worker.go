@@ -327,7 +327,8 @@ func (w *Worker) planFor(ctx context.Context, hash string) (*worker.Worker, *pla
 	}
 	node := w.node
 	env := worker.Env{Plan: pl, Store: w.cfg.Store, Board: w.board, Hooks: w.cfg.Hooks, Logf: w.cfg.Logf,
-		Endpoint: func(s plan.JobSpec) job.Transport { return node.Endpoint(s.Partition.ID, s.Lease) }}
+		Endpoint:  func(s plan.JobSpec) job.Transport { return node.Endpoint(s.Partition.ID, s.Lease) },
+		CloseWait: engine.SinkCloseWait(sp)}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.plan, w.specHash = pl, hash

@@ -91,7 +91,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		n = 0
 	}
 	env := worker.Env{Plan: pl, Store: cfg.Store, Hub: e.hub, Board: e.board, Hooks: cfg.Hooks, Logf: cfg.Logf,
-		CloseWait: sinkCloseWait(cfg.Spec)}
+		CloseWait: SinkCloseWait(cfg.Spec)}
 	for i := 0; i < n; i++ {
 		e.workers = append(e.workers, worker.New(fmt.Sprintf("worker-%d", i), cfg.Store, env))
 	}
@@ -169,10 +169,10 @@ func (e *Engine) Run(ctx context.Context) (controller.State, error) {
 	return state, err
 }
 
-// sinkCloseWait is the longest suspend_destruction_duration of p's
+// SinkCloseWait is the longest suspend_destruction_duration of p's
 // enabled at-most-once strategies: how long a stopping sink may wait for
 // its queue (worker.Env.CloseWait).
-func sinkCloseWait(p *spec.Pipeline) time.Duration {
+func SinkCloseWait(p *spec.Pipeline) time.Duration {
 	var d time.Duration
 	for _, c := range p.Computations {
 		for _, s := range c.Sinks {
