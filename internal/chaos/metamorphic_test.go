@@ -46,6 +46,10 @@ var variants = []struct {
 	// Counts in an external state table instead of weir.State: the same
 	// committed counts and outputs.
 	{"external-state-async", func(c *Config) { c.ExternalState, c.AsyncSink, c.CounterPartitions = true, true, 4 }},
+	// A uint32 first in the group_by key (Config.Uint32Bucket), over more
+	// partitions: outputs re-sent from the outbox after crashes decode as
+	// uint64 and must still reach the same partition.
+	{"uint32-bucket-seven-partitions", func(c *Config) { c.Uint32Bucket, c.CounterPartitions, c.ExtraStage = true, 7, true }},
 }
 
 // knownRaces are seed/variant runs ("seed/*": every variant) that fail now and then for a reason

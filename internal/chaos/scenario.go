@@ -76,6 +76,10 @@ type Config struct {
 	// key_counts (builtin.ExternalCounter) instead of weir.State; the
 	// checkers read the table.
 	ExternalState bool
+	// Uint32Bucket: Reader adds a uint32 column "bucket" and Relay and
+	// Counter group by (bucket, key): a non-canonical integer first in the
+	// key, whose routing must survive outputs re-sent from the outbox.
+	Uint32Bucket bool
 }
 
 // FaultSet says which fault types a seed injects.
@@ -281,6 +285,7 @@ func Draw(seed uint64, messages int) Scenario {
 	sortEpisodes(sc.Episodes)
 	// Drawn last, so that the other draws of every seed stay as they were.
 	sc.Config.ExternalState = r.IntN(3) == 0
+	sc.Config.Uint32Bucket = r.IntN(3) == 0
 	// The first zombie freezes before its commit, so that every seed with
 	// zombies has a zombie commit for the fence to reject.
 	for i := range sc.Episodes {

@@ -410,6 +410,14 @@ func (s *sim) plan(st store.Store) (*plan.Plan, error) {
 		counterIn = "relayed"
 	}
 	pl.Computations[counterComp].Inputs = []string{counterIn}
+	if c.Uint32Bucket {
+		pl.Computations[readerComp].Code = testconn.Uint32Bucketer(readerKind)
+		for _, name := range []string{counterComp, relayComp} {
+			if cp := pl.Computations[name]; cp != nil {
+				cp.GroupBy = []string{"bucket", "key"}
+			}
+		}
+	}
 	return pl, nil
 }
 

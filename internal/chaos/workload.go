@@ -148,12 +148,13 @@ func readStates(ctx context.Context, st store.Store, external bool) (map[string]
 		if len(k) < len(prefix)+8+len(suffix) || string(k[len(k)-len(suffix):]) != suffix {
 			return true
 		}
+		// The group key is (key) or, with Uint32Bucket, (bucket, key).
 		vals, err := codec.DecodeKey(k[len(prefix)+8 : len(k)-len(suffix)])
-		if err != nil || len(vals) != 1 {
+		if err != nil || len(vals) == 0 || len(vals) > 2 {
 			derr = fmt.Errorf("state key %q: %v", k, err)
 			return false
 		}
-		key, _ := vals[0].(string)
+		key, _ := vals[len(vals)-1].(string)
 		var n int64
 		if _, err := fmt.Sscan(string(v), &n); err != nil {
 			derr = fmt.Errorf("state of %s = %q: %v", key, v, err)

@@ -21,7 +21,6 @@ import (
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/controller"
-	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/internal/testconn"
 	"github.com/weir-stream/weir/job"
 	"github.com/weir-stream/weir/plan"
@@ -195,7 +194,7 @@ func New(t testing.TB, o Options) *Harness {
 		c.Timers = map[string]plan.TimerPlan{"fire": {}}
 	}
 	if o.Uint32Bucket {
-		pl.Computations["Reader"].Code = uint32Bucketer(readerKind)
+		pl.Computations["Reader"].Code = testconn.Uint32Bucketer(readerKind)
 		pl.Computations["Counter"].GroupBy = []string{"bucket", "key"}
 	}
 	if o.ExtraStage {
@@ -374,15 +373,3 @@ func (h *Harness) CheckAtLeastOnce(ctx context.Context) (dups int, bad []string,
 // sourceRows returns the generated input, per source partition.
 func (h *Harness) sourceRows() map[string][]weir.Row { return h.rows }
 
-// uint32Bucketer is Reader's code under Options.Uint32Bucket: it passes each
-// row on with a column "bucket", a uint32 that is a function of the key.
-func uint32Bucketer(kind weir.Kind) weir.Computation {
-	return weir.Computation{Kind: kind, OnMessage: func(_ weir.Context, msg *weir.Message, out weir.Output) error {
-		k, _ := msg.Payload["key"].(string)
-		row := weir.Row{"bucket": uint32(codec.Hash64([]byte(k)) >> 33)}
-		for c, v := range msg.Payload {
-			row[c] = v
-		}
-		return out.Add("words", row)
-	}}
-}

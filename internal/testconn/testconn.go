@@ -194,3 +194,20 @@ func TimerCounter() weir.Computation {
 		},
 	}
 }
+
+// Uint32Bucketer is a passthrough of the given kind that adds a column
+// "bucket" to each row: a uint32 derived from the row's "key". Grouping a
+// downstream computation by (bucket, key) puts a non-canonical integer
+// first in its key, whose routing must not change when an output is
+// re-sent from the outbox, where it decodes as uint64 (issue 23, item 3).
+// The row keeps its key, so the counter's oracle is unchanged.
+func Uint32Bucketer(kind weir.Kind) weir.Computation {
+	return weir.Computation{Kind: kind, OnMessage: func(_ weir.Context, msg *weir.Message, out weir.Output) error {
+		k, _ := msg.Payload["key"].(string)
+		row := weir.Row{"bucket": uint32(codec.Hash64([]byte(k)) >> 33)}
+		for c, v := range msg.Payload {
+			row[c] = v
+		}
+		return out.Add(out.Streams()[0], row)
+	}}
+}
