@@ -372,4 +372,3 @@ func (h *Harness) CheckAtLeastOnce(ctx context.Context) (dups int, bad []string,
 
 // sourceRows returns the generated input, per source partition.
 func (h *Harness) sourceRows() map[string][]weir.Row { return h.rows }
-
