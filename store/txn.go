@@ -29,11 +29,28 @@ type Mutation struct {
 	End   []byte // DeleteRange only
 }
 
-// Check is a condition of a Txn: at commit, the committed value of Key must
-// equal Value (Absent: the key must not exist). Backends evaluate checks
-// atomically with the commit. Checks are for the few read-modify-write paths
-// that have no lease to serialize them (queue producers, controller state);
-// REQUIRES: every writer of a checked key checks it too.
+// Check is a condition of a Txn: the commit applies only if the committed
+// value of Key equals Value (Absent: the key does not exist); otherwise it
+// fails with ErrConflict and writes nothing. A check sees the state before
+// its own Txn's writes.
+//
+// A check is atomic with its commit against every other commit, checked or
+// not — a blind Put, a Delete, a DeleteRange covering the key, from any
+// process: the successful commits take effect in one order in which every
+// commit's checks hold on the state the commits before it left. No commit
+// writes a checked key between the check's evaluation and its commit's
+// write, so a read-modify-write guarded by a check never loses a
+// concurrent update of the key. A commit that races another writing a key
+// it checks either waits for that commit and is judged on its result, or
+// is judged before it; ErrConflict means a check did not hold on one of
+// those states. A backend may also refuse such a commit with a retriable
+// error (PostgreSQL breaking a lock cycle). A check covers its one key: a
+// key another commit adds inside a range this one scanned is not noticed.
+// storetest's CheckRaces and CheckRaceRounds test this.
+//
+// Checks guard epoch commits (the partition_transactions row) and the
+// read-modify-write paths that have no lease to serialize them: queue
+// producers, controller state, external state.
 type Check struct {
 	Table  Table
 	Key    []byte

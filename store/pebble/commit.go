@@ -23,7 +23,9 @@ const maxTxnBytes = 1 << 30
 //
 //  1. validate txn (store.Txn.Validate, supported mutation kinds, size);
 //     nothing is locked yet and nothing is written on failure;
-//  2. if txn has checks, take checkMu (serializes checked commits);
+//  2. take checkMu: for writing if txn has checks (serializes checked
+//     commits), else for reading if it writes (a write never lands
+//     between another commit's check and its write);
 //  3. take every prerequisite lease's barrier for reading, in increasing id
 //     order, and check the lease is active; a lease found ended fails the
 //     commit with a *store.LeaseLostError;
@@ -63,9 +65,13 @@ func (s *Store) Commit(ctx context.Context, txn *store.Txn) error {
 	}
 	defer s.exit()
 
-	if len(txn.Checks()) > 0 {
+	switch {
+	case len(txn.Checks()) > 0:
 		s.checkMu.Lock()
 		defer s.checkMu.Unlock()
+	case len(txn.Mutations()) > 0:
+		s.checkMu.RLock()
+		defer s.checkMu.RUnlock()
 	}
 	release, err := s.leases.hold(s.clock, txn.Prerequisites(), s.brokenCh)
 	if err != nil {

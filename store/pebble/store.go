@@ -205,10 +205,14 @@ type Store struct {
 	// locks; nothing may call into Pebble any more, Close included.
 	wedged atomic.Bool
 
-	// checkMu serializes commits that carry Checks, from the evaluation of
-	// their checks until their write returned, so a check and its write are
-	// one atomic step with respect to every other checked commit.
-	checkMu sync.Mutex
+	// checkMu makes a check and its commit's write one atomic step with
+	// respect to every other commit: a commit that carries Checks holds it
+	// for writing from the evaluation of its checks until its write
+	// returned; every other commit that writes holds it for reading while
+	// it writes, so no write lands between a check and its commit's write
+	// (store.Check). Commits without checks still run concurrently with
+	// each other.
+	checkMu sync.RWMutex
 
 	leases leaseTable
 	ts     timestampOracle

@@ -150,16 +150,13 @@ func TestTerminatedCommitIsAmbiguous(t *testing.T) {
 	if err := s.Commit(ctx, guardedEpoch("", "1")); err != nil {
 		t.Fatal(err)
 	}
-	// Hold the advisory lock the epoch's check takes, from another session.
+	// Lock the row the epoch's check locks, from another session.
 	holder, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer holder.Close(context.WithoutCancel(ctx))
-	key := s.checkLockKey(store.PartitionTransactions, []byte("p0"))
-	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock($1, $2)", key[0], key[1]); err != nil {
-		t.Fatal(err)
-	}
+	unlock := lockKey(t, url, s, store.PartitionTransactions, []byte("p0"))
 	txn := guardedEpoch("1", "2")
 	done := make(chan error, 1)
 	go func() { done <- s.Commit(ctx, txn) }()
@@ -169,7 +166,7 @@ func TestTerminatedCommitIsAmbiguous(t *testing.T) {
 	for {
 		var pid int32
 		err := holder.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND query LIKE '%' || $1 || '%check_rows%'`, schema).Scan(&pid)
+WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%check_rows%'`, schema).Scan(&pid)
 		if err == nil {
 			if _, err := holder.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
 				t.Fatal(err)
@@ -180,14 +177,12 @@ WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND query LIKE '%' ||
 			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the commit never waited for the advisory lock")
+			t.Fatal("the commit never waited for the check's lock")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	wantAmbiguous(t, "commit of a terminated backend", <-done)
-	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock($1, $2)", key[0], key[1]); err != nil {
-		t.Fatal(err)
-	}
+	unlock()
 	if resolveEpoch(t, s, "1", "2") {
 		t.Fatal("a commit terminated before its checks resolved as applied")
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -35,8 +34,11 @@ const maxCommitAttempts = 8
 //
 //  1. hold_leases: lock the prerequisite leases FOR KEY SHARE, failing
 //     (WL001) if one is not active — the barrier is described in leases.go;
-//  2. check_rows: take the checked keys' advisory locks, evaluate the
-//     checks on the latest committed rows (WC001 if one fails);
+//  2. check_rows: lock the checked keys (an existing row FOR UPDATE, an
+//     absent key by claiming it with a placeholder row), in (table, key)
+//     order, and evaluate the checks on the locked rows (WC001 if one
+//     fails): no commit, checked or not, writes a checked key between its
+//     check and the end of this transaction (store.Check);
 //  3. the range deletions, the point deletions and the puts, one statement
 //     per table for each kind (unnest of key and value arrays);
 //  4. append_rows: the appended rows, with their indexes and timestamps.
@@ -50,8 +52,12 @@ const maxCommitAttempts = 8
 // passed its barrier (or, if a concurrent ping had just extended the
 // lease, the commit is sent again); WC001 is store.ErrConflict; WT001 (the
 // timestamp sequence behind the clock) moves the sequence up and sends the
-// commit again. Everything else is classified by commitErr: a connection
-// lost after the batch was sent is a *store.AmbiguousError.
+// commit again, and so does a deadlock (40P01): a checked commit locks its
+// checked keys before the keys it writes, so a commit that writes a key
+// another one checks while checking (or writing) a key that one writes
+// closes a cycle, which the server breaks after deadlock_timeout by
+// rolling one of them back. Everything else is classified by commitErr: a
+// connection lost after the batch was sent is a *store.AmbiguousError.
 func (s *Store) Commit(ctx context.Context, txn *store.Txn) error {
 	if txn == nil {
 		return errors.New("postgres store: commit of a nil Txn")
@@ -97,6 +103,10 @@ func (s *Store) Commit(ctx context.Context, txn *store.Txn) error {
 			if _, err := s.bump(ctx, c); err != nil {
 				return err
 			}
+		case code == codeDeadlock:
+			// The server broke a lock cycle by rolling this commit back;
+			// the other side holds its locks until it ends, so the next
+			// attempt usually finds them free.
 		case code == codeLeaseLost:
 			for _, id := range p.leases {
 				st, err := s.finalState(ctx, c, store.LeaseID(id))
@@ -226,8 +236,8 @@ func (s *Store) plan(txn *store.Txn, ids map[store.Table]int32) (*commitPlan, er
 	if len(p.leases) > 0 {
 		b.Queue(s.sql.holdLeases, p.leases, now)
 	}
-	if checks := txn.Checks(); len(checks) > 0 {
-		b.Queue(s.sql.checkRows, s.checkArgs(checks, ids)...)
+	if len(txn.Checks()) > 0 {
+		b.Queue(s.sql.checkRows, checkArgs(txn.Checks(), ids, points, ranges)...)
 	}
 	for _, r := range ranges {
 		if r.hi == nil {
@@ -268,50 +278,51 @@ func (s *Store) plan(txn *store.Txn, ids map[store.Table]int32) (*commitPlan, er
 	return p, nil
 }
 
-// checkArgs are check_rows' arguments: the checks in order, and their
-// advisory lock keys, distinct and sorted (the order every commit takes
-// them in).
-func (s *Store) checkArgs(checks []store.Check, ids map[store.Table]int32) []any {
-	var (
-		tids   []int32
-		keys   [][]byte
-		vals   [][]byte
-		absent []bool
-		locks  [][2]int32
-	)
-	for _, c := range checks {
-		tids = append(tids, ids[c.Table])
-		keys = append(keys, c.Key)
-		vals = append(vals, nonNil(c.Value))
-		absent = append(absent, c.Absent)
-		locks = append(locks, s.checkLockKey(c.Table, c.Key))
+// checkArgs are check_rows' arguments: the checks sorted by (table id,
+// key) — the order every commit locks checked keys in, so that checked
+// commits do not deadlock on them — with, per check, whether the Txn
+// writes the key (a point write or a range deletion covering it: that
+// write replaces check_rows' placeholder of an absent key) and its index
+// in the Txn. points are the Txn's point writes, sorted by plan.
+func checkArgs(checks []store.Check, ids map[store.Table]int32, points []point, ranges []rangeDel) []any {
+	order := make([]int, len(checks))
+	for i := range order {
+		order[i] = i
 	}
-	slices.SortFunc(locks, func(a, b [2]int32) int {
-		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(ids[checks[a].Table], ids[checks[b].Table]), bytes.Compare(checks[a].Key, checks[b].Key))
 	})
-	locks = slices.Compact(locks)
-	lk1 := make([]int32, len(locks))
-	lk2 := make([]int32, len(locks))
-	for i, l := range locks {
-		lk1[i], lk2[i] = l[0], l[1]
+	var (
+		tids   = make([]int32, len(checks))
+		keys   = make([][]byte, len(checks))
+		vals   = make([][]byte, len(checks))
+		absent = make([]bool, len(checks))
+		keep   = make([]bool, len(checks))
+		idx    = make([]int32, len(checks))
+	)
+	for j, i := range order {
+		c := checks[i]
+		tids[j], keys[j], vals[j], absent[j], idx[j] = ids[c.Table], c.Key, nonNil(c.Value), c.Absent, int32(i)
+		keep[j] = writes(points, ranges, c.Table, c.Key)
 	}
-	return []any{tids, keys, vals, absent, lk1, lk2}
+	return []any{tids, keys, vals, absent, keep, idx}
 }
 
-// checkLockKey is the advisory lock of a checked key: 64 bits of FNV-1a
-// over (schema, table, key), as the two 32-bit keys of
-// pg_advisory_xact_lock(int, int) — a key space apart from the one-argument
-// locks of timestamps and Init. Two keys that collide only serialize
-// their commits.
-func (s *Store) checkLockKey(table store.Table, key []byte) [2]int32 {
-	h := fnv.New64a()
-	h.Write([]byte(s.schema))
-	h.Write([]byte{0})
-	h.Write([]byte(table))
-	h.Write([]byte{0})
-	h.Write(key)
-	v := h.Sum64()
-	return [2]int32{int32(v >> 32), int32(v)}
+// writes reports whether the Txn whose point writes are points (sorted
+// by table and key, as plan sorts them) and whose range deletions are
+// ranges puts or deletes key of table.
+func writes(points []point, ranges []rangeDel, table store.Table, key []byte) bool {
+	if _, ok := slices.BinarySearchFunc(points, key, func(p point, key []byte) int {
+		return cmp.Or(cmp.Compare(p.table, table), bytes.Compare(p.key, key))
+	}); ok {
+		return true
+	}
+	for _, r := range ranges {
+		if r.table == table && bytes.Compare(key, r.lo) >= 0 && (r.hi == nil || bytes.Compare(key, r.hi) < 0) {
+			return true
+		}
+	}
+	return false
 }
 
 // appendArgs are append_rows' arguments for seqs: sequences sorted by

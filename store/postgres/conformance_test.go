@@ -6,9 +6,12 @@ package postgres
 // same schema again, as a process restart would.
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/store"
@@ -75,7 +78,80 @@ func (h *harness) Harness() storetest.Harness {
 			return r
 		},
 		PersistentLeases: true,
+		Hold: func(t *testing.T, s store.Store, txn *store.Txn) func() error {
+			return holdCommit(t, s.(*Store), txn)
+		},
+		Waiting: func(t *testing.T, s store.Store) bool {
+			return lockWaiters(t, s.(*Store)) > 0
+		},
 	}
+}
+
+// holdCommit sends txn's batch — the statements Commit sends, with its
+// checks and locks — in an explicit transaction and leaves it open: its
+// row locks held, none of its writes visible. finish commits it.
+func holdCommit(t *testing.T, s *Store, txn *store.Txn) (finish func() error) {
+	t.Helper()
+	_, finish = holdCommitTx(t, s, txn)
+	return finish
+}
+
+// holdCommitTx is holdCommit that also returns the open transaction.
+func holdCommitTx(t *testing.T, s *Store, txn *store.Txn) (pgx.Tx, func() error) {
+	t.Helper()
+	ctx := t.Context()
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := s.txnTableIDs(ctx, c, txn)
+	if err != nil {
+		c.Release()
+		t.Fatal(err)
+	}
+	p, err := s.plan(txn, ids)
+	if err != nil {
+		c.Release()
+		t.Fatal(err)
+	}
+	tx, err := c.Begin(ctx)
+	if err == nil {
+		if err = tx.SendBatch(ctx, p.batch).Close(); err != nil {
+			tx.Rollback(ctx)
+		}
+	}
+	if err != nil {
+		c.Release()
+		t.Fatalf("hold a commit in flight: %v", err)
+	}
+	var once sync.Once
+	end := func(commit bool) (err error) {
+		once.Do(func() {
+			defer c.Release()
+			if commit {
+				err = tx.Commit(ctx)
+			} else {
+				err = tx.Rollback(context.Background())
+			}
+		})
+		return err
+	}
+	// A test that stops before finish: roll back, so the pool can close.
+	t.Cleanup(func() { end(false) })
+	return tx, func() error { return end(true) }
+}
+
+// lockWaiters counts the sessions that wait for a lock in a statement of
+// s's schema.
+func lockWaiters(t testing.TB, s *Store) int {
+	t.Helper()
+	var n int
+	err := s.pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND position($1 in query) > 0`, quoteIdent(s.schema)+".").Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func TestConformance(t *testing.T) {

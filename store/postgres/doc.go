@@ -22,7 +22,7 @@
 // whose fsync or synchronous_commit is off (a commit must be durable when
 // it returns). store/open picks this backend for a postgres:// address.
 //
-// # Schema (version 1; schema.go)
+// # Schema (version 2; schema.go)
 //
 //	tables(id int, name text UNIQUE)                      the logical tables
 //	rows(t int, k bytea, v bytea, PRIMARY KEY (t, k))     every row of every table
@@ -61,10 +61,19 @@
 // a timestamp sequence behind the clock (WT001, answered by moving the
 // sequence up and committing again).
 //
-// Checks serialize on transaction-level advisory locks of their keys (a
-// hash of schema, table and key), taken in sorted order before they are
-// evaluated against the latest committed rows; every writer of a checked
-// key checks it (the contract's REQUIRES), so read–check–write is atomic.
+// A check is evaluated under a lock of its key that every writer of the
+// key meets, checked or not (store.Check): check_rows locks an existing
+// row FOR UPDATE — waiting for a write of it in flight, then reading its
+// latest version — and claims an absent key by inserting a placeholder
+// row, which other inserts of the key wait for; the Txn's own write of the
+// key replaces the placeholder, or it is deleted at once (schema version
+// 2). Checked keys are locked in (table, key) order. Version 1 read the
+// latest committed row under an advisory lock only checked commits took,
+// so a checked write overwrote a blind write in flight (issue 23 item 2;
+// storetest's CheckRaces). A commit that writes a key another checks, while
+// checking a key the other writes, can close a lock cycle; the server
+// breaks it (deadlock_timeout, 1 s by default) and Commit sends the rolled-
+// back one again.
 //
 // # Leases (leases.go)
 //

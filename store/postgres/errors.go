@@ -18,6 +18,10 @@ const (
 	codeTimestampBehind = "WT001"
 )
 
+// codeDeadlock is PostgreSQL's deadlock_detected: the server rolled the
+// transaction back to break a cycle of lock waits.
+const codeDeadlock = "40P01"
+
 // pgCode returns the SQLSTATE of a server error, "" for other errors.
 func pgCode(err error) string {
 	var pgErr *pgconn.PgError

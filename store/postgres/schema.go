@@ -199,11 +199,72 @@ BEGIN
 	RETURN nextval('{s}.timestamps');
 END $$;
 `,
+}, {
+	version: 2,
+	name:    "check_rows evaluates each check under its key's row lock",
+	sql: `
+-- Version 1's check_rows read the latest committed row under an advisory
+-- lock that only checked commits took: a blind write of the key in flight
+-- (row lock held, not committed) was not seen, and the checked commit's
+-- write then waited for that lock and overwrote it — a lost update.
+DROP FUNCTION {s}.check_rows(int[], bytea[], bytea[], boolean[], int[], int[]);
+
+-- check_rows locks every checked key, then evaluates its checks on the
+-- locked state, so that no commit writes the key between the check and
+-- the end of this transaction. The checks arrive sorted by (t, k) — the
+-- order every commit locks them in —; idx[i] is check i's index in the
+-- Txn (the WC001 DETAIL).
+--
+-- An existing row is locked FOR UPDATE: the statement waits for every
+-- writer of the row still in flight (an UPDATE or DELETE holds the row's
+-- lock) and reads the row's latest version (READ COMMITTED re-reads a row
+-- it waited for). An absent key has no row to lock: it is claimed by
+-- inserting a placeholder row, which every other writer of the key (an
+-- INSERT, whether ON CONFLICT or not, waits for the key's uncommitted
+-- index entry) and every other claim waits for until this transaction
+-- ends; if the insert meets a row instead (one committed meanwhile), the
+-- row is locked and read as above. The placeholder never becomes visible:
+-- when the Txn writes the key (keep[i]: a put, a delete, or a range
+-- deletion covering it, all run after this function) that write replaces
+-- it; otherwise it is deleted at once, which keeps the key claimed (an
+-- insertion by a transaction in flight blocks other inserters even after
+-- the same transaction deleted it).
+CREATE FUNCTION {s}.check_rows(ts int[], keys bytea[], vals bytea[], absent boolean[], keep boolean[], idx int[])
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+	cur bytea;
+	here boolean;
+BEGIN
+	FOR i IN 1 .. coalesce(cardinality(ts), 0) LOOP
+		IF i = 1 OR ts[i] <> ts[i - 1] OR keys[i] <> keys[i - 1] THEN
+			LOOP
+				SELECT v INTO cur FROM {s}.rows WHERE t = ts[i] AND k = keys[i] FOR UPDATE;
+				here := FOUND;
+				EXIT WHEN here;
+				INSERT INTO {s}.rows (t, k, v) VALUES (ts[i], keys[i], '') ON CONFLICT (t, k) DO NOTHING;
+				IF FOUND THEN
+					IF NOT keep[i] THEN
+						DELETE FROM {s}.rows WHERE t = ts[i] AND k = keys[i];
+					END IF;
+					EXIT;
+				END IF;
+			END LOOP;
+		END IF;
+		IF absent[i] AND here THEN
+			RAISE EXCEPTION 'weir: check % failed: the key exists', idx[i] USING ERRCODE = 'WC001', DETAIL = idx[i]::text;
+		ELSIF NOT absent[i] AND NOT here THEN
+			RAISE EXCEPTION 'weir: check % failed: the key is absent', idx[i] USING ERRCODE = 'WC001', DETAIL = idx[i]::text;
+		ELSIF NOT absent[i] AND cur <> vals[i] THEN
+			RAISE EXCEPTION 'weir: check % failed: the key has another value', idx[i] USING ERRCODE = 'WC001', DETAIL = idx[i]::text;
+		END IF;
+	END LOOP;
+END $$;
+`,
 }}
 
 // SchemaVersion is the schema version this build reads and writes: the
 // last migration's (TestMigrations checks they agree).
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // initLockKey serializes concurrent Init calls on one database (a
 // session-level advisory lock, in the one-argument key space, just below

@@ -96,6 +96,40 @@ func TestBarrierEndsStalledCommit(t *testing.T) {
 	}
 }
 
+// lockKey locks key of table from another session, as a write of the key
+// in flight does: it begins a transaction that locks the key's row FOR
+// UPDATE, or inserts the key if it is absent (the table must exist).
+// unlock rolls the transaction back.
+func lockKey(t *testing.T, url string, s *Store, table store.Table, key []byte) (unlock func()) {
+	t.Helper()
+	ctx := t.Context()
+	holder, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := holder.Begin(ctx)
+	if err == nil {
+		q := quoteIdent(s.schema)
+		var n int
+		err = tx.QueryRow(ctx, `WITH locked AS (SELECT 1 FROM `+q+`.rows WHERE t = (SELECT id FROM `+q+`.tables WHERE name = $1) AND k = $2 FOR UPDATE),
+ins AS (INSERT INTO `+q+`.rows (t, k, v) SELECT id, $2, '' FROM `+q+`.tables WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM locked) RETURNING 1)
+SELECT (SELECT count(*) FROM locked) + (SELECT count(*) FROM ins)`, string(table), key).Scan(&n)
+		if err == nil && n != 1 {
+			err = fmt.Errorf("locked %d rows, want 1 (does table %s exist?)", n, table)
+		}
+	}
+	if err != nil {
+		holder.Close(context.WithoutCancel(ctx))
+		t.Fatalf("lock key %q of %s: %v", key, table, err)
+	}
+	return func() {
+		if err := tx.Rollback(context.WithoutCancel(ctx)); err != nil {
+			t.Error(err)
+		}
+		holder.Close(context.WithoutCancel(ctx))
+	}
+}
+
 // TestBarrierWaitsForExecutingCommit: a commit the server is executing
 // (here waiting for a check's lock) is never terminated by the barrier's
 // watch, however long it takes: the barrier waits, and the commit, which
@@ -108,25 +142,18 @@ func TestBarrierWaitsForExecutingCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	holder, err := pgx.Connect(ctx, url)
-	if err != nil {
+	create := store.NewTxn()
+	create.Put("main", []byte("other"), []byte("x")) // the table, for lockKey
+	if err := s.Commit(ctx, create); err != nil {
 		t.Fatal(err)
 	}
-	defer holder.Close(context.WithoutCancel(ctx))
-	key := s.checkLockKey("main", []byte("k"))
-	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock($1, $2)", key[0], key[1]); err != nil {
-		t.Fatal(err)
-	}
+	unlock := lockKey(t, url, s, "main", []byte("k"))
 	txn := store.NewTxn(l)
 	txn.CheckAbsent("main", []byte("k"))
 	txn.Put("main", []byte("k"), []byte("v"))
 	committed := make(chan error, 1)
 	go func() { committed <- s.Commit(ctx, txn) }()
-	waitFor(t, "the commit to wait for the check's lock", func() bool {
-		var n int
-		_ = holder.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'advisory' AND query LIKE '%check_rows%'").Scan(&n)
-		return n == 1
-	})
+	waitFor(t, "the commit to wait for the check's lock", func() bool { return lockWaiters(t, s) == 1 })
 	aborted := make(chan error, 1)
 	go func() { aborted <- s.AbortLease(ctx, l) }()
 	start := s.stallChecks.Load()
@@ -136,9 +163,7 @@ func TestBarrierWaitsForExecutingCommit(t *testing.T) {
 		t.Fatalf("AbortLease returned (%v) while a commit that saw the lease active was in flight", err)
 	default:
 	}
-	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock($1, $2)", key[0], key[1]); err != nil {
-		t.Fatal(err)
-	}
+	unlock()
 	if err := <-committed; err != nil {
 		t.Fatalf("the executing commit: %v", err)
 	}

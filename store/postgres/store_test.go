@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -425,4 +426,149 @@ func TestTableIDsAcrossHandles(t *testing.T) {
 	if err := a.pool.QueryRow(ctx, "SELECT count(*) FROM "+quoteIdent(schema)+".tables WHERE name = 'never_written'").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("reads assigned an id to an unwritten table (%d rows, %v)", n, err)
 	}
+}
+
+// TestMigrateFromVersion1: a schema written by a weir of schema version 1,
+// with rows, is refused by Open until Init migrates it; then its checks
+// run under row locks (version 2's check_rows) and its rows are intact.
+func TestMigrateFromVersion1(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := t.Context()
+	schema := pgtest.Schema(t, url)
+	q := quoteIdent(schema)
+	pgtest.Exec(t, url, "CREATE SCHEMA "+q)
+	pgtest.Exec(t, url, "CREATE TABLE "+q+".migrations (version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
+	pgtest.Exec(t, url, expand(migrations[0].sql, schema))
+	pgtest.Exec(t, url, "INSERT INTO "+q+".migrations (version, name) VALUES (1, 'v1')")
+	pgtest.Exec(t, url, "INSERT INTO "+q+".tables (name) VALUES ('main')")
+	pgtest.Exec(t, url, "INSERT INTO "+q+".rows (t, k, v) SELECT id, 'k', 'v' FROM "+q+".tables WHERE name = 'main'")
+
+	if _, err := Open(ctx, url, Options{Schema: schema}); err == nil || !strings.Contains(err.Error(), "version 1") {
+		t.Fatalf("Open of a version 1 schema: %v, want an error naming the version", err)
+	}
+	applied, err := Init(ctx, url, schema)
+	if err != nil || !slices.Equal(applied, []int{2}) {
+		t.Fatalf("Init of a version 1 schema: applied %v, %v; want [2]", applied, err)
+	}
+	s := openSchema(t, url, schema, Options{})
+	txn := store.NewTxn()
+	txn.CheckValue("main", []byte("k"), []byte("v"))
+	txn.CheckAbsent("main", []byte("new"))
+	txn.Put("main", []byte("k"), []byte("w"))
+	if err := s.Commit(ctx, txn); err != nil {
+		t.Fatalf("checked commit after the migration: %v", err)
+	}
+	if v, ok, err := s.Get(ctx, "main", []byte("k")); err != nil || !ok || string(v) != "w" {
+		t.Fatalf("k = %q, %v, %v; want w", v, ok, err)
+	}
+	if _, ok, _ := s.Get(ctx, "main", []byte("new")); ok {
+		t.Fatal("the absent check's placeholder is visible")
+	}
+}
+
+// TestAbsentCheckClaimsUnwrittenKey: a commit that checks a key absent
+// without writing it keeps the key claimed until it ends (check_rows
+// inserts a placeholder and deletes it at once: other inserts still wait
+// for the inserting transaction). A blind insert of the key made while the
+// checked commit is in flight waits for it, so it lands after the check.
+func TestAbsentCheckClaimsUnwrittenKey(t *testing.T) {
+	s, _ := newStore(t, Options{})
+	ctx := t.Context()
+	held := store.NewTxn()
+	held.CheckAbsent("main", []byte("k"))
+	held.Put("main", []byte("j"), []byte("a"))
+	finish := holdCommit(t, s, held)
+	blind := store.NewTxn()
+	blind.Put("main", []byte("k"), []byte("b"))
+	done := make(chan error, 1)
+	go func() { done <- s.Commit(ctx, blind) }()
+	waitFor(t, "the blind insert to wait for the claim", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("the blind insert returned (%v) while the check's claim was held", err)
+		default:
+		}
+		return lockWaiters(t, s) == 1
+	})
+	if err := finish(); err != nil {
+		t.Fatalf("the checked commit: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the blind insert: %v", err)
+	}
+	for k, want := range map[string]string{"j": "a", "k": "b"} {
+		if v, ok, err := s.Get(ctx, "main", []byte(k)); err != nil || !ok || string(v) != want {
+			t.Errorf("%s = %q, %v, %v; want %q", k, v, ok, err, want)
+		}
+	}
+}
+
+// TestCommitRetriesDeadlock: a checked commit locks its checked keys before
+// the keys it writes, so two commits can close a lock cycle; the server
+// rolls one back (40P01) and Commit sends it again instead of failing.
+// Here a commit in flight (a raw transaction) writes j, the store's commit
+// locks a and waits for j, then the raw transaction asks for a. The
+// server checks a waiter for a cycle once, deadlock_timeout (1 s) after
+// it began to wait: if the raw transaction asked for a later than that
+// (a loaded machine), the raw transaction is the one rolled back, and the
+// round is tried again.
+func TestCommitRetriesDeadlock(t *testing.T) {
+	s, _ := newStore(t, Options{})
+	for round := 1; ; round++ {
+		if deadlockRound(t, s) {
+			return
+		}
+		if round == 5 {
+			t.Fatal("in 5 rounds the store's commit was never the one the server rolled back")
+		}
+	}
+}
+
+// deadlockRound runs one round of TestCommitRetriesDeadlock: false if the
+// raw transaction lost the deadlock (the round proved nothing).
+func deadlockRound(t *testing.T, s *Store) bool {
+	ctx := t.Context()
+	init := store.NewTxn()
+	for _, k := range []string{"a", "j", "k"} {
+		init.Put("main", []byte(k), []byte("1"))
+	}
+	if err := s.Commit(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	held := store.NewTxn()
+	held.CheckValue("main", []byte("k"), []byte("1"))
+	held.Put("main", []byte("j"), []byte("2"))
+	tx, finish := holdCommitTx(t, s, held)
+	txn := store.NewTxn()
+	txn.CheckValue("main", []byte("a"), []byte("1"))
+	txn.CheckValue("main", []byte("j"), []byte("2"))
+	txn.Put("main", []byte("a"), []byte("2"))
+	done := make(chan error, 1)
+	go func() { done <- s.Commit(ctx, txn) }()
+	waitFor(t, "the commit to lock a and wait for j", func() bool { return lockWaiters(t, s) == 1 })
+	// Closes the cycle; the commit, waiting longer, detects it and is
+	// rolled back; its next attempt waits for a until finish.
+	_, err := tx.Exec(ctx, "SELECT 1 FROM "+quoteIdent(s.schema)+".rows WHERE k = 'a' FOR UPDATE")
+	if pgCode(err) == codeDeadlock {
+		// The raw transaction is rolled back (at finish): the store's
+		// commit goes on and finds j unchanged (a conflict).
+		finish()
+		if err := <-done; err != nil && !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("commit after the other side of a deadlock was rolled back: %v", err)
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := finish(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("commit after a deadlock: %v, want it sent again and applied", err)
+	}
+	if v, _, _ := s.Get(ctx, "main", []byte("a")); string(v) != "2" {
+		t.Fatalf("a = %q, want 2", v)
+	}
+	return true
 }

@@ -12,7 +12,8 @@
 // vocabulary, timestamps, Close, and durability across a close and reopen.
 //
 // Time is driven by a clock.Manual handed to the backend: the suite never
-// sleeps. Concurrency is real (goroutines); run it under -race.
+// sleeps, except to give a racing commit time to reach a held one when the
+// backend cannot tell (CheckRaces without Harness.Waiting). Concurrency is real (goroutines); run it under -race.
 //
 // What the suite cannot check is crash durability (an fsync that lies, a
 // power loss mid-write): that needs a backend-specific fault-injecting
@@ -50,6 +51,23 @@ type Harness struct {
 	// the suite requires that a lease of an earlier incarnation is not active
 	// after a reopen and that commits naming it fail.
 	PersistentLeases bool
+
+	// Hold, if set, starts committing txn to s and returns once the commit
+	// is in flight: it holds whatever a commit holds until it returns
+	// (PostgreSQL: its statements ran in a transaction whose COMMIT is not
+	// sent, row locks held, nothing visible; Pebble: its batch waits in the
+	// commit pipeline for a WAL sync the harness blocks — Pebble publishes
+	// a batch before its sync, so it may be visible already). finish lets
+	// the commit complete and returns its error. The suite commits nothing else through Hold while a held
+	// commit is in flight. Nil: the races against a commit in flight
+	// (CheckRaces) are skipped.
+	Hold func(t *testing.T, s store.Store, txn *store.Txn) (finish func() error)
+
+	// Waiting, if set, reports whether some commit to s waits for a lock
+	// that another commit holds (the races use it to release a held
+	// commit only once the racing one has reached it). Nil: the racing
+	// commit is given raceGrace to get there.
+	Waiting func(t *testing.T, s store.Store) bool
 }
 
 // Run runs the whole suite as subtests of t.
@@ -70,6 +88,8 @@ func Run(t *testing.T, h Harness) {
 		{"Checks", testChecks},
 		{"GuardedTxnAppliesOnce", testGuardedTxnAppliesOnce},
 		{"ConcurrentCheckedIncrements", testConcurrentCheckedIncrements},
+		{"CheckRaces", testCheckRaces},
+		{"CheckRaceRounds", testCheckRaceRounds},
 		{"InvalidTxn", testInvalidTxn},
 		{"CancelledContext", testCancelledContext},
 		{"RandomTxnsMatchModel", testRandomTxnsMatchModel},
