@@ -8,7 +8,7 @@ package postgres
 //	go test -run '^$' -bench Layout -benchtime 100x ./store/postgres
 //
 // BenchmarkCommit: store/pebble's shapes (storetest.BenchCommits) on both
-// backends. BenchmarkTimestamp: Timestamp calls. BenchmarkLayout: the
+// backends; BenchmarkCheckedCommit the same with a check per commit. BenchmarkTimestamp: Timestamp calls. BenchmarkLayout: the
 // measurement behind the schema's layout of the rows (one table keyed by
 // table id and key). BenchmarkPlan: the Go side of a commit.
 
@@ -61,6 +61,21 @@ func BenchmarkCommit(b *testing.B) {
 			for _, rows := range []int{10, 1000} {
 				b.Run(fmt.Sprintf("backend=%s/committers=%d/rows=%d", backend, committers, rows), func(b *testing.B) {
 					storetest.BenchCommits(b, benchStore(b, backend), committers, rows)
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkCheckedCommit: BenchmarkCommit's shapes with each commit
+// guarded by a check of its committer's row (storetest.BenchCheckedCommits),
+// as epoch commits are.
+func BenchmarkCheckedCommit(b *testing.B) {
+	for _, backend := range []string{"pebble", "postgres"} {
+		for _, committers := range []int{1, 16} {
+			for _, rows := range []int{10, 1000} {
+				b.Run(fmt.Sprintf("backend=%s/committers=%d/rows=%d", backend, committers, rows), func(b *testing.B) {
+					storetest.BenchCheckedCommits(b, benchStore(b, backend), committers, rows)
 				})
 			}
 		}
@@ -163,6 +178,112 @@ func BenchmarkLayout(b *testing.B) {
 	for i, l := range layouts {
 		b.ReportMetric(median(upserts[i]), l.name+"-upsert-ms/1000rows")
 		b.ReportMetric(median(scans[i]), l.name+"-scan-ms/1000rows")
+	}
+}
+
+// BenchmarkCheckRows measures what schema version 2's check_rows costs
+// against version 1's by the server's own time (EXPLAIN ANALYZE, medians
+// of b.N interleaved rounds, each in a transaction rolled back, so no
+// fsync counts): a guarded epoch's check of an existing row then the
+// upsert of that row and 10 others ("value"), and the same with the row
+// absent ("absent": version 2 claims it with a placeholder the upsert then
+// updates). Version 1 is migration 1's schema, version 2 Init's.
+func BenchmarkCheckRows(b *testing.B) {
+	url := pgtest.URL(b)
+	v1 := pgtest.Schema(b, url)
+	pgtest.Exec(b, url, "CREATE SCHEMA "+quoteIdent(v1))
+	pgtest.Exec(b, url, expand(migrations[0].sql, v1))
+	v2 := pgtest.Schema(b, url)
+	if _, err := Init(b.Context(), url, v2); err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(b.Context(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	for _, schema := range []string{v1, v2} {
+		pgtest.Exec(b, url, "INSERT INTO "+quoteIdent(schema)+".rows (t, k, v) VALUES (1, 'guard', '7')")
+	}
+	value := []byte(strings.Repeat("v", 40))
+	keys := [][]byte{[]byte("guard")}
+	vals := [][]byte{[]byte("8")}
+	for r := range 10 {
+		keys = append(keys, fmt.Appendf(nil, "row-%04d", r))
+		vals = append(vals, value)
+	}
+	// serverMS runs the check and the upsert in one transaction, rolled
+	// back, and returns their execution times' sum.
+	serverMS := func(schema string, absent bool) float64 {
+		q := quoteIdent(schema)
+		tx, err := pool.Begin(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer tx.Rollback(b.Context())
+		guard := []byte("guard")
+		if absent {
+			guard = []byte("absent-guard")
+		}
+		check := "EXPLAIN (ANALYZE) SELECT " + q + ".check_rows($1, $2, $3, $4, $5, $6)"
+		var args []any
+		if schema == v1 {
+			args = []any{[]int32{1}, [][]byte{guard}, [][]byte{[]byte("7")}, []bool{absent}, []int32{11}, []int32{22}}
+		} else {
+			args = []any{[]int32{1}, [][]byte{guard}, [][]byte{[]byte("7")}, []bool{absent}, []bool{true}, []int32{0}}
+		}
+		ks := append([][]byte{guard}, keys[1:]...)
+		total := 0.0
+		for _, st := range []struct {
+			sql  string
+			args []any
+		}{
+			{check, args},
+			{"EXPLAIN (ANALYZE) INSERT INTO " + q + ".rows (t, k, v) SELECT 1, u.k, u.v FROM unnest($1::bytea[], $2::bytea[]) AS u(k, v) ON CONFLICT (t, k) DO UPDATE SET v = excluded.v", []any{ks, vals}},
+		} {
+			rows, err := tx.Query(b.Context(), st.sql, st.args...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ms := -1.0
+			for rows.Next() {
+				var line string
+				if err := rows.Scan(&line); err != nil {
+					b.Fatal(err)
+				}
+				if rest, ok := strings.CutPrefix(line, "Execution Time: "); ok {
+					fmt.Sscanf(rest, "%f", &ms)
+				}
+			}
+			rows.Close()
+			if rows.Err() != nil || ms < 0 {
+				b.Fatalf("EXPLAIN ANALYZE: no execution time (%v)", rows.Err())
+			}
+			total += ms
+		}
+		return total
+	}
+	times := map[string][]float64{}
+	b.ResetTimer()
+	for range b.N {
+		for _, absent := range []bool{false, true} {
+			for v, schema := range []string{v1, v2} {
+				name := fmt.Sprintf("v%d-value-ms", v+1)
+				if absent {
+					name = fmt.Sprintf("v%d-absent-ms", v+1)
+				}
+				times[name] = append(times[name], serverMS(schema, absent))
+			}
+		}
+	}
+	b.StopTimer()
+	for name, v := range times {
+		slices.Sort(v)
+		b.ReportMetric(v[len(v)/2], name)
 	}
 }
 
