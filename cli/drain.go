@@ -79,7 +79,7 @@ func (h *signalHandler) run(ctx context.Context, sigs <-chan os.Signal) {
 	if note := failingNote(h.r.eng.Status()); note != "" {
 		why = "; " + strings.TrimSpace(note)
 	}
-	h.logf("the drain did not finish within %v%s\nstopping hard: every job stops now and the pipeline is paused; what is in flight stays in the store (nothing is lost), and the next 'weir run' resumes it exactly once",
+	h.logf("the drain did not finish within %v%s\nstopping hard: every job stops now and the pipeline is paused; what is in flight stays in the store (nothing is lost, except what at-most-once sinks still queue: the summary counts it), and the next 'weir run' resumes it exactly once",
 		h.drainTimeout, why)
 	ctl.Halt()
 	grace := time.NewTimer(haltGrace)
