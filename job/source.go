@@ -217,7 +217,7 @@ func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Mess
 			SystemTimestamp:    sys,
 			AlignmentTimestamp: rec.WriteTimestamp,
 			EventTimestamp:     ev,
-			Payload:            codec.Canonical(rec.Row),
+			Payload:            canonicalRecord(rec.Row),
 		}
 		idBuf = msgid.AppendOrdered(idBuf, seq, r.stream, uint64(rec.Offset))
 		ends = append(ends, len(idBuf))
@@ -429,4 +429,15 @@ func eventTimeOf(v any) (time.Time, bool) {
 		return t, err == nil
 	}
 	return time.Time{}, false
+}
+
+// canonicalRecord is a source record's row with canonical values
+// (codec.Canonical). A value rows cannot hold is left as it is: the
+// record's processing fails when user code emits it, with an error naming
+// the source partition and offset.
+func canonicalRecord(row weir.Row) weir.Row {
+	if c, err := codec.Canonical(row); err == nil {
+		return c
+	}
+	return row
 }

@@ -187,8 +187,18 @@ func (c *collector) add(stream string, row weir.Row, parents []*weir.Message) er
 		}
 	}
 	// One representation per value before the row is hashed, stored or
-	// sent (codec.Canonical says why).
-	row = codec.Canonical(row)
+	// sent (codec.Canonical says why); a value rows cannot hold, or a row
+	// a receiver cannot route, fails this call — naming its input — not
+	// the epoch's commit.
+	row, err := codec.Canonical(row)
+	if err != nil {
+		return c.refuse(fmt.Errorf("weir: output on %s: %w", stream, err))
+	}
+	for _, r := range c.job.routes[stream] {
+		if err := r.CheckGroupBy(row); err != nil {
+			return c.refuse(fmt.Errorf("weir: output on %s cannot be routed to %s: %w", stream, r.Name, err))
+		}
+	}
 	*c.out = append(*c.out, emitted{stream: stream, row: row, parents: parents, timer: c.timer, key: c.key})
 	return nil
 }

@@ -288,7 +288,7 @@ func (c *CompPlan) KeyOf(payload weir.Row) (weir.Key, error) {
 	for i, col := range c.GroupBy {
 		v, ok := payload[col]
 		if !ok {
-			return weir.Key{}, fmt.Errorf("computation %s groups by %q, which the row lacks (columns: %s)", c.Name, col, columnList(payload))
+			return weir.Key{}, c.lacks(col, payload)
 		}
 		vals[i] = v
 	}
@@ -305,6 +305,23 @@ func (c *CompPlan) KeyOf(payload weir.Row) (weir.Key, error) {
 	}
 	k.Hash = codec.Hash64(enc)
 	return k, nil
+}
+
+// CheckGroupBy returns KeyOf's error for a row that lacks a group_by
+// column, without computing the key: a job checks each output against its
+// receivers when user code emits it, so that the failure is the call's
+// (naming its input) rather than the epoch's.
+func (c *CompPlan) CheckGroupBy(payload weir.Row) error {
+	for _, col := range c.GroupBy {
+		if _, ok := payload[col]; !ok {
+			return c.lacks(col, payload)
+		}
+	}
+	return nil
+}
+
+func (c *CompPlan) lacks(col string, payload weir.Row) error {
+	return fmt.Errorf("computation %s groups by %q, which the row lacks (columns: %s)", c.Name, col, columnList(payload))
 }
 
 // columnList lists a row's column names, sorted, for error messages.

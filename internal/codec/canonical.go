@@ -2,9 +2,10 @@ package codec
 
 // Canonical returns row with every value in the type DecodeRow yields for
 // it: int and int32 become int64, uint32 becomes uint64, float32 becomes
-// float64, inside nested []any and map[string]any too. Other values,
-// including unsupported types (which the encoder refuses, naming the
-// column), are kept as they are.
+// float64, inside nested []any and map[string]any too. A value of a type
+// rows cannot hold (uint, int8, time.Time, …) is an *UnsupportedTypeError
+// naming the column and path, as AppendRow reports it — found here, where
+// the row is emitted, rather than when it is stored.
 //
 // Why: a row lives twice, in memory as its producer built it and in the
 // store as its encoding, and both must mean the same thing to everything
@@ -20,42 +21,61 @@ package codec
 // Canonical does not allocate and returns row itself when row is already
 // canonical (the usual case); otherwise it returns a copy and leaves row,
 // which its producer may still hold, untouched.
-func Canonical(row map[string]any) map[string]any {
+func Canonical(row map[string]any) (map[string]any, error) {
+	convert := false
 	for _, v := range row {
-		if !canonicalValue(v, 0) {
-			return canonicalize(row, -1).(map[string]any)
+		switch canonicalValue(v, 0) {
+		case valueConvert:
+			convert = true
+		case valueUnsupported:
+			_, err := AppendRow(nil, row) // the encoder's error, naming the column
+			return row, err
 		}
 	}
-	return row
+	if convert {
+		return canonicalize(row, -1).(map[string]any), nil
+	}
+	return row, nil
 }
 
-// canonicalValue reports whether v and everything nested in it already has
-// its decoded type. depth bounds the walk as MaxDepth bounds encoding (a
-// cycle is reported as canonical here and refused by the encoder).
-func canonicalValue(v any, depth int) bool {
+// valueKind is what canonicalValue found.
+type valueKind uint8
+
+const (
+	valueCanonical   valueKind = iota // already in its decoded type
+	valueConvert                      // a type Canonical converts
+	valueUnsupported                  // a type rows cannot hold
+)
+
+// canonicalValue classifies v and everything nested in it (the worst
+// finding wins). depth bounds the walk as MaxDepth bounds encoding (a
+// cycle is left to the encoder, which refuses it).
+func canonicalValue(v any, depth int) valueKind {
 	switch x := v.(type) {
+	case nil, bool, int64, uint64, float64, string, []byte:
+		return valueCanonical
 	case int, int32, uint32, float32:
-		return false
+		return valueConvert
 	case []any:
 		if depth >= MaxDepth {
-			return true
+			return valueCanonical
 		}
+		kind := valueCanonical
 		for _, e := range x {
-			if !canonicalValue(e, depth+1) {
-				return false
-			}
+			kind = max(kind, canonicalValue(e, depth+1))
 		}
+		return kind
 	case map[string]any:
 		if depth >= MaxDepth {
-			return true
+			return valueCanonical
 		}
+		kind := valueCanonical
 		for _, e := range x {
-			if !canonicalValue(e, depth+1) {
-				return false
-			}
+			kind = max(kind, canonicalValue(e, depth+1))
 		}
+		return kind
 	}
-	return true
+	return valueUnsupported
 }
 
 // canonicalize returns v in its decoded type, copying containers that hold
@@ -72,7 +92,7 @@ func canonicalize(v any, depth int) any {
 	case float32:
 		return float64(x)
 	case []any:
-		if canonicalValue(x, depth) {
+		if canonicalValue(x, depth) == valueCanonical {
 			return x
 		}
 		out := make([]any, len(x))
@@ -81,7 +101,7 @@ func canonicalize(v any, depth int) any {
 		}
 		return out
 	case map[string]any:
-		if canonicalValue(x, depth) {
+		if canonicalValue(x, depth) == valueCanonical {
 			return x
 		}
 		out := make(map[string]any, len(x))

@@ -2,6 +2,7 @@ package codec
 
 import (
 	"bytes"
+	"errors"
 	"reflect"
 	"testing"
 )
@@ -21,7 +22,10 @@ func TestCanonicalIsDecodedForm(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := Canonical(row)
+		got, err := Canonical(row)
+		if err != nil {
+			t.Fatal(err)
+		}
 		dec, _, err := DecodeRow(before)
 		if err != nil {
 			t.Fatal(err)
@@ -43,10 +47,20 @@ func TestCanonicalIsDecodedForm(t *testing.T) {
 // is, without allocating.
 func TestCanonicalKeepsCanonicalRow(t *testing.T) {
 	row := map[string]any{"key": "k1", "n": int64(3), "l": []any{uint64(1)}}
-	if got := Canonical(row); reflect.ValueOf(got).Pointer() != reflect.ValueOf(row).Pointer() {
-		t.Fatal("Canonical copied a canonical row")
+	if got, err := Canonical(row); err != nil || reflect.ValueOf(got).Pointer() != reflect.ValueOf(row).Pointer() {
+		t.Fatalf("Canonical copied a canonical row (%v)", err)
 	}
 	if n := testing.AllocsPerRun(100, func() { Canonical(row) }); n != 0 {
 		t.Fatalf("Canonical allocated %v times for a canonical row", n)
+	}
+}
+
+// TestCanonicalRefusesUnsupported: a type rows cannot hold is refused with
+// the encoder's error, naming the column and the path.
+func TestCanonicalRefusesUnsupported(t *testing.T) {
+	_, err := Canonical(map[string]any{"ok": int32(1), "bad": []any{1.5, uint(3)}})
+	var ut *UnsupportedTypeError
+	if !errors.As(err, &ut) || ut.Column != "bad" || ut.Path != "[1]" || ut.Type != "uint" {
+		t.Fatalf("err = %v (%+v)", err, ut)
 	}
 }
