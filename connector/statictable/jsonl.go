@@ -150,7 +150,7 @@ func writeJSONL(w io.Writer, rows []*pending) error {
 		var err error
 		line, err = codec.AppendRowJSON(line[:0], p.msg.Payload)
 		if err != nil {
-			return fmt.Errorf("message %s: %w", p.msg.ID, err)
+			return fmt.Errorf("%w: message %s: %w", errRowRefused, p.msg.ID, err)
 		}
 		line = append(line, '\n')
 		if _, err := bw.Write(line); err != nil {

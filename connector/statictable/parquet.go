@@ -684,7 +684,7 @@ func inferColumns(rows []*pending) ([]Column, error) {
 			case (isIntType(prev) || prev == ColDouble) && (isIntType(t) || t == ColDouble):
 				types[k] = ColDouble
 			default:
-				return nil, fmt.Errorf("column %q holds both %s and %s values (message %s); declare its type in columns", k, prev, t, p.msg.ID)
+				return nil, fmt.Errorf("%w: column %q holds both %s and %s values (message %s); declare its type in columns", errRowRefused, k, prev, t, p.msg.ID)
 			}
 		}
 	}
@@ -694,7 +694,7 @@ func inferColumns(rows []*pending) ([]Column, error) {
 			t = ColString
 		}
 		if t == ColInt64 && bigUint[k] {
-			return nil, fmt.Errorf("column %q holds negative int64 and uint64 values above 2^63-1; declare its type in columns", k)
+			return nil, fmt.Errorf("%w: column %q holds negative int64 and uint64 values above 2^63-1; declare its type in columns", errRowRefused, k)
 		}
 		cols = append(cols, Column{Name: k, Type: t})
 	}
@@ -769,7 +769,7 @@ func writeParquet(w io.Writer, cols []Column, codec compress.Codec, rows []*pend
 			}
 			v, err := parquetValue(c.Type, raw)
 			if err != nil {
-				return fmt.Errorf("message %s: column %q: %w", p.msg.ID, c.Name, err)
+				return fmt.Errorf("%w: message %s: column %q: %w", errRowRefused, p.msg.ID, c.Name, err)
 			}
 			if v.IsNull() {
 				values = append(values, v.Level(0, 0, i))
@@ -780,7 +780,7 @@ func writeParquet(w io.Writer, cols []Column, codec compress.Codec, rows []*pend
 		if present != len(p.msg.Payload) {
 			for k := range p.msg.Payload {
 				if _, ok := index[k]; !ok {
-					return fmt.Errorf("message %s: column %q is not declared in columns", p.msg.ID, k)
+					return fmt.Errorf("%w: message %s: column %q is not declared in columns", errRowRefused, p.msg.ID, k)
 				}
 			}
 		}

@@ -33,6 +33,17 @@ var ErrProgressLost = errors.New("progress manifest lost or rolled back")
 // ErrNotOwner: the output directory belongs to another sink or pipeline.
 var ErrNotOwner = errors.New("output directory belongs to another sink")
 
+// errRowRefused: an output row does not fit the table being written (a
+// value its declared column cannot hold, an undeclared column, a column
+// with two types in one table). The sink's error adds rowRefusedHint.
+var errRowRefused = errors.New("output row refused")
+
+// rowRefusedHint says what a refused row means and what to do: the output
+// is committed in its computation's outbox, whatever input it came from,
+// so every restart hands it to the sink again.
+const rowRefusedHint = "the output is committed in its computation's outbox and is handed to the sink again after every restart, so the pipeline stops here " +
+	"until the sink accepts it: change the sink's columns (or the computation that emits it) and run again; 'weir statictable skip' skips input tables, not outputs already made"
+
 // pending is one message of the sink's input stream and its delivery
 // callback.
 type pending struct {
@@ -492,7 +503,7 @@ func (s *Sink) publishOnce(ctx context.Context, t *openSlot, now time.Time) (mov
 	if s.p.format == Parquet {
 		if len(cols) == 0 {
 			if cols, err = inferColumns(t.rows); err != nil {
-				return false, fmt.Errorf("%s: %w", s.path, err)
+				return false, fmt.Errorf("%s: output directory %s: %w; %s", s.path, s.dir.Path(), err, rowRefusedHint)
 			}
 		} else {
 			cols = sortedColumns(cols)
@@ -618,6 +629,9 @@ func (s *Sink) prepare(slot time.Time, rows []*pending, cols []Column) (*prepare
 	}
 	if err != nil {
 		tf.Abort()
+		if errors.Is(err, errRowRefused) {
+			return nil, fmt.Errorf("%s: output directory %s: table of slot %s: %w; %s", s.path, s.dir.Path(), slot.Format(time.RFC3339), err, rowRefusedHint)
+		}
 		return nil, fmt.Errorf("%s: table of slot %s: %w", s.path, slot.Format(time.RFC3339), err)
 	}
 	return &preparedTable{temp: tf, slot: slot, rows: rows, bytes: cw.n}, nil

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,4 +149,30 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 func testCounter(t *testing.T, c prometheus.Counter) float64 {
 	t.Helper()
 	return testutil.ToFloat64(c)
+}
+
+// TestRowRefusedNamesTheWayOut (issue 23 item 11): a row whose value does
+// not fit the sink's declared columns stops the sink with an error naming
+// the message, the column and the output directory, and saying that the
+// output stays in the outbox until the sink's columns accept it.
+func TestRowRefusedNamesTheWayOut(t *testing.T) {
+	s := newSim(t, map[string]any{"columns": []any{
+		map[string]any{"name": "key", "type": "string"},
+		map[string]any{"name": "n", "type": "string"},
+	}})
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	s.epoch(3)
+	s.clk.Advance(20 * time.Second) // the slot ends: the table is published
+	s.sink.Commit(context.Background())
+	err := s.sink.Failure()
+	for _, want := range []string{`column "n"`, "message ", "output directory " + s.out, "change the sink's columns", "weir statictable skip"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("failure %v does not say %q", err, want)
+		}
+	}
+	if !errors.Is(err, errRowRefused) {
+		t.Errorf("failure %v is not errRowRefused", err)
+	}
 }
