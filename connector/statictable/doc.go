@@ -26,7 +26,7 @@
 // # StaticTableSource: exactly-once by read ranges
 //
 // Parameters: directory (required), table_name_pattern, finite,
-// partition_count (see SourceParams).
+// partition_count, columns (see SourceParams).
 //
 // Tables. Every regular file of directory whose extension is a table
 // format's and whose name does not start with '.' or '_' is a table if
@@ -93,10 +93,18 @@
 // are never emitted; the rows before it were processed already), no
 // longer checks the file's identity, and goes on with its next table. A
 // skipped catalog entry is written in a newer encoding, which an older
-// weir refuses rather than read the table. A row the sink refuses (a
-// value that does not fit its declared columns) is already an output in
-// its computation's outbox: skipping its input table does not remove it;
-// change the sink's columns instead.
+// weir refuses rather than read the table.
+//
+// Schemas. With columns declared, every row of every table must fit them
+// (only those columns, each value of its type by the rule the sink's
+// columns follow); a row that does not stops its partition with an error
+// naming the table, the row and the column, before the table's rows are
+// processed — fix the table or skip it. Without them, a value a sink's
+// columns cannot hold is found only by the sink, when the row is already
+// an output in its computation's outbox, no longer tied to its input
+// file: the sink's error names the message, the column and the output
+// directory, and the way out is to change the sink's columns (skipping
+// the input table does not remove the output).
 //
 // finite = %true ends each partition after the last cataloged table of
 // the partition, so the pipeline completes; otherwise the partitions wait

@@ -34,7 +34,7 @@ var metrics = sync.OnceValue(func() metricVecs {
 	return metricVecs{
 		srcRows:       counter("weir_static_table_source_rows_total", "Rows read by StaticTableSource.", "source"),
 		srcTables:     counter("weir_static_table_source_tables_total", "Tables cataloged and opened by StaticTableSource.", "source", "event"),
-		srcErrors:     counter("weir_static_table_source_errors_total", "StaticTableSource errors by reason (changed, unreadable, malformed, missing, name).", "source", "reason"),
+		srcErrors:     counter("weir_static_table_source_errors_total", "StaticTableSource errors by reason (changed, unreadable, malformed, missing, name, schema).", "source", "reason"),
 		sinkRows:      counter("weir_static_table_sink_rows_total", "Rows written by ArrivalOrderTableSink into published tables.", "sink"),
 		sinkReplayed:  counter("weir_static_table_sink_replayed_rows_total", "Replayed rows ArrivalOrderTableSink found covered by its frontier and did not write again.", "sink"),
 		sinkTables:    counter("weir_static_table_sink_tables_total", "Tables published by ArrivalOrderTableSink (kind data or empty).", "sink", "kind"),

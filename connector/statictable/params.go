@@ -27,9 +27,19 @@ type SourceParams struct {
 	// in catalog order (table i goes to partition i mod partition_count).
 	// It cannot change once a catalog exists. Default 1.
 	PartitionCount int `yson:"partition_count"`
+	// Columns, if set, is the tables' schema: every row may hold only
+	// these columns, each value of the declared type by the rule the
+	// sink's columns follow (parquetValue; null always fits). A row that
+	// does not fit stops its partition with an error naming the table, the
+	// row and the column — at the source, before any of its rows is
+	// processed — so a table of the wrong schema can be fixed or skipped
+	// ('weir statictable skip') instead of failing a sink downstream,
+	// where its file is no longer known.
+	Columns []Column `yson:"columns"`
 
 	pattern *regexp.Regexp
 	tsGroup int
+	columns map[string]ColumnType
 }
 
 // DefaultTableNamePattern is table_name_pattern's default.
@@ -57,6 +67,13 @@ func ParseSourceParams(path string, raw map[string]any) (*SourceParams, error) {
 	}
 	if p.PartitionCount < 1 || p.PartitionCount > maxPartitions {
 		errs = append(errs, fmt.Errorf("%s.partition_count: must be between 1 and %d, got %d", path, maxPartitions, p.PartitionCount))
+	}
+	errs = append(errs, checkColumns(path, p.Columns)...)
+	if len(p.Columns) > 0 {
+		p.columns = map[string]ColumnType{}
+		for _, c := range p.Columns {
+			p.columns[c.Name] = c.Type
+		}
 	}
 	re, err := regexp.Compile(p.TableNamePattern)
 	if err != nil {
@@ -180,21 +197,29 @@ func ParseSinkParams(path string, raw map[string]any) (*SinkParams, error) {
 	if _, ok := parquetCodec(p.Compression); !ok {
 		bad("compression", "%q is not a codec; use snappy, zstd, gzip or none", p.Compression)
 	}
-	seen := map[string]bool{}
-	for i, c := range p.Columns {
-		if c.Name == "" {
-			bad(fmt.Sprintf("columns[%d].name", i), "must not be empty")
-		}
-		if seen[c.Name] {
-			bad(fmt.Sprintf("columns[%d].name", i), "column %q is declared twice", c.Name)
-		}
-		seen[c.Name] = true
-		if _, ok := c.Type.node(); !ok {
-			bad(fmt.Sprintf("columns[%d].type", i), "%q is not a column type; use boolean, int64, uint64, double, string, bytes or json", c.Type)
-		}
-	}
+	errs = append(errs, checkColumns(path, p.Columns)...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return &p, nil
+}
+
+// checkColumns checks a columns parameter at path: names present and
+// distinct, types known.
+func checkColumns(path string, cols []Column) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, c := range cols {
+		if c.Name == "" {
+			errs = append(errs, fmt.Errorf("%s.columns[%d].name: must not be empty", path, i))
+		}
+		if seen[c.Name] {
+			errs = append(errs, fmt.Errorf("%s.columns[%d].name: column %q is declared twice", path, i, c.Name))
+		}
+		seen[c.Name] = true
+		if _, ok := c.Type.node(); !ok {
+			errs = append(errs, fmt.Errorf("%s.columns[%d].type: %q is not a column type; use boolean, int64, uint64, double, string, bytes or json", path, i, c.Type))
+		}
+	}
+	return errs
 }

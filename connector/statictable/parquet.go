@@ -702,6 +702,25 @@ func inferColumns(rows []*pending) ([]Column, error) {
 	return cols, nil
 }
 
+// errSchema: a source row does not fit the source's declared columns.
+var errSchema = errors.New("the row does not fit the source's columns")
+
+// checkRow checks row against declared columns (SourceParams.Columns):
+// only declared columns, each value of its column's type by the sink's
+// rule (parquetValue).
+func checkRow(cols map[string]ColumnType, row weir.Row) error {
+	for k, v := range row {
+		t, ok := cols[k]
+		if !ok {
+			return fmt.Errorf("%w: column %q is not declared", errSchema, k)
+		}
+		if _, err := parquetValue(t, v); err != nil {
+			return fmt.Errorf("%w: column %q (declared %s): %w", errSchema, k, t, err)
+		}
+	}
+	return nil
+}
+
 func isIntType(t ColumnType) bool { return t == ColInt64 || t == ColUint64 }
 
 // parquetSchema is the schema of cols, every column optional. parquet-go

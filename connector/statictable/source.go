@@ -41,7 +41,7 @@ type Source struct {
 	warned       map[string]bool
 
 	rows, cataloged, opened                      prometheus.Counter
-	changed, unreadable, malformed, missing, bad prometheus.Counter
+	changed, unreadable, malformed, missing, bad, schema prometheus.Counter
 }
 
 // NewSource builds a StaticTableSource from its spec parameters. It does
@@ -69,6 +69,7 @@ func NewSource(sp connector.SourceParams, o Options) (*Source, error) {
 	s.malformed = m.srcErrors.WithLabelValues(sp.SourceID, "malformed")
 	s.missing = m.srcErrors.WithLabelValues(sp.SourceID, "missing")
 	s.bad = m.srcErrors.WithLabelValues(sp.SourceID, "name")
+	s.schema = m.srcErrors.WithLabelValues(sp.SourceID, "schema")
 	return s, nil
 }
 
@@ -457,6 +458,14 @@ func (p *sourcePartition) readRows(pos position, maxRows, maxBytes int) (connect
 			p.s.malformed.Add(1)
 			p.closeCur()
 			return connector.Batch{}, fmt.Errorf("%s: table %s: %w", p.s.path, name, err)
+		}
+	}
+	if cols := p.s.p.columns; cols != nil {
+		for i, r := range b.Records {
+			if err := checkRow(cols, r.Row); err != nil {
+				p.s.schema.Add(1)
+				return connector.Batch{}, fmt.Errorf("%s: table %s: row %d: %w: fix the table, or skip it with 'weir statictable skip'", p.s.path, name, pos.Row+int64(i), err)
+			}
 		}
 	}
 	if t.pos < t.e.Rows && len(b.Records) == 0 {

@@ -328,3 +328,45 @@ func TestSkipTable(t *testing.T) {
 		t.Fatalf("after the skip read %v (%v), want c", got, err)
 	}
 }
+
+// TestSourceColumns (issue 23 item 11): with columns declared, a row whose
+// value does not fit its column, or that has an undeclared column, stops
+// the partition with an error naming the table, the row and the column;
+// skipping the table lets the partition go on. A bad declaration is an
+// error naming the field.
+func TestSourceColumns(t *testing.T) {
+	dir := t.TempDir()
+	st := openStore(t)
+	params := map[string]any{"directory": dir, "columns": []any{
+		map[string]any{"name": "k", "type": "string"},
+		map[string]any{"name": "n", "type": "int64"},
+	}}
+	writeFile(t, dir, "2024-01-01.jsonl", `{"k":"a","n":1}`+"\n"+`{"k":"b"}`+"\n")
+	writeFile(t, dir, "2024-01-02.jsonl", `{"k":"c","n":2}`+"\n"+`{"k":"d","n":"three"}`+"\n")
+	writeFile(t, dir, "2024-01-03.jsonl", `{"k":"e","n":4,"x":true}`+"\n")
+	writeFile(t, dir, "2024-01-04.jsonl", `{"k":"f","n":5}`+"\n")
+	s := newTestSource(t, st, params)
+	keys, _ := s.Partitions(context.Background())
+	got, next, err := readKeys(t, s, keys[0], 0, 10)
+	bad := filepath.Join(dir, "2024-01-02.jsonl")
+	if err == nil || !strings.Contains(err.Error(), "table "+bad+": row 1: ") || !strings.Contains(err.Error(), `column "n" (declared int64)`) || strings.Join(got, " ") != "a b" {
+		t.Fatalf("read %v, %v; want a b, then an error naming %s, row 1 and column n", got, err, bad)
+	}
+	if _, err := SkipTable(context.Background(), st, bad); err != nil {
+		t.Fatal(err)
+	}
+	got, next, err = readKeys(t, newTestSource(t, st, params), keys[0], next, 10)
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "2024-01-03.jsonl")+": row 0: ") || !strings.Contains(err.Error(), `column "x" is not declared`) || len(got) != 0 {
+		t.Fatalf("read %v, %v; want an error naming the undeclared column x", got, err)
+	}
+	if _, err := SkipTable(context.Background(), st, "2024-01-03.jsonl"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err = readKeys(t, newTestSource(t, st, params), keys[0], next, 10); err != nil || strings.Join(got, " ") != "f" {
+		t.Fatalf("after the skips read %v (%v), want f", got, err)
+	}
+	_, err = NewSource(connector.SourceParams{SourceID: "in", Path: "p", Parameters: map[string]any{"directory": dir, "columns": []any{map[string]any{"name": "k", "type": "text"}}}, Store: st}, Options{})
+	if err == nil || !strings.Contains(err.Error(), "p.parameters.columns[0].type") {
+		t.Fatalf("bad column type: %v", err)
+	}
+}
