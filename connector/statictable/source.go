@@ -40,7 +40,7 @@ type Source struct {
 	countChecked bool
 	warned       map[string]bool
 
-	rows, cataloged, opened                      prometheus.Counter
+	rows, cataloged, opened                              prometheus.Counter
 	changed, unreadable, malformed, missing, bad, schema prometheus.Counter
 }
 
