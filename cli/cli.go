@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"sort"
 
@@ -32,7 +33,13 @@ type Options struct {
 	Connectors *connector.Registry
 	Stdin      io.Reader
 	Stdout     io.Writer
-	Stderr     io.Writer
+	// Stderr receives the log lines and errors; the command escapes the
+	// control characters in them (safeWriter).
+	Stderr io.Writer
+
+	// rawStderr is Stderr unescaped, for the text weir itself composes
+	// whole (usage texts, the demo's redrawn progress line).
+	rawStderr io.Writer
 
 	// fatal receives the errors of connectors that stopped for good (a
 	// Kafka sink whose progress marker is lost), when the default
@@ -62,6 +69,13 @@ func (o *Options) defaults() {
 	}
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
+		// The embedded store's and libraries' logs go to the standard
+		// logger: escaped like the command's own lines.
+		log.SetOutput(safeWriter{os.Stderr})
+	}
+	if _, ok := o.Stderr.(safeWriter); !ok {
+		o.rawStderr = o.Stderr
+		o.Stderr = safeWriter{o.Stderr}
 	}
 }
 
@@ -133,7 +147,7 @@ func Main(args []string, o Options) int {
 		}
 	}
 	fmt.Fprintf(o.Stderr, "weir: unknown command %q\n\n", args[0])
-	usage(o.Stderr)
+	usage(o.rawStderr)
 	return 2
 }
 
@@ -150,7 +164,7 @@ func usage(w io.Writer) {
 // on stdout when asked for (--help), on stderr after a usage error.
 func newFlags(o *Options, name, args, about string) *flag.FlagSet {
 	fs := flag.NewFlagSet("weir "+name, flag.ContinueOnError)
-	fs.SetOutput(&usageOutput{help: o.Stdout, err: o.Stderr})
+	fs.SetOutput(&usageOutput{help: o.Stdout, err: o.rawStderr})
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: weir %s %s\n\n%s\n\nFlags:\n", name, args, about)
 		fs.PrintDefaults()
@@ -188,7 +202,7 @@ func topUsage(o *Options, args []string, text string) error {
 		fmt.Fprintln(o.Stdout, text)
 		return nil
 	}
-	fmt.Fprintln(o.Stderr, text)
+	fmt.Fprintln(o.rawStderr, text)
 	return errUsage
 }
 

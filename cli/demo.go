@@ -95,7 +95,9 @@ func runDemo(o *Options, args []string) error {
 	done := make(chan struct{})
 	// On a terminal the progress line redraws itself; into a file or a
 	// pipe it is a plain line every few seconds.
-	tty := isTerminal(o.Stderr)
+	// The line holds only numbers and states: written raw, so that its
+	// carriage return redraws it.
+	tty := isTerminal(o.rawStderr)
 	period, format := 2*time.Second, "  %s\n"
 	if tty {
 		period, format = 500*time.Millisecond, "\r  %s   "
@@ -108,7 +110,7 @@ func runDemo(o *Options, args []string) error {
 			case <-done:
 				return
 			case <-t.C:
-				fmt.Fprintf(o.Stderr, format, demoProgress(runCtx, r, units))
+				fmt.Fprintf(o.rawStderr, format, demoProgress(runCtx, r, units))
 			}
 		}
 	}()
@@ -119,7 +121,7 @@ func runDemo(o *Options, args []string) error {
 	if tty {
 		format = "\r  %s   \n"
 	}
-	fmt.Fprintf(o.Stderr, format, demoProgress(runCtx, r, units))
+	fmt.Fprintf(o.rawStderr, format, demoProgress(runCtx, r, units))
 	if err != nil {
 		return err
 	}
