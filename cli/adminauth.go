@@ -168,7 +168,7 @@ func (r *runner) guarded(h http.Handler) (http.Handler, error) {
 	_, port, _ := net.SplitHostPort(r.addr)
 	mux := http.NewServeMux()
 	mux.Handle("/", h)
-	r.console = newConsole(r)
+	r.console = runConsole(r)
 	r.console.routes(mux)
 	return &adminGuard{port: port, instance: r.instance, token: token, next: mux}, nil
 }

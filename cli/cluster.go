@@ -21,6 +21,8 @@ import (
 
 	"github.com/weir-stream/weir/cluster"
 	"github.com/weir-stream/weir/controller"
+	"github.com/weir-stream/weir/engine"
+	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/store/open"
 	"github.com/weir-stream/weir/wire"
@@ -246,7 +248,13 @@ func runController(o *Options, args []string) error {
 		return err
 	}
 	defer st.Close()
+	sp, err := spec.Parse(text, *specPath)
+	if err != nil {
+		return err
+	}
 	a := &clusterAdmin{sec: sec, st: st}
+	a.console = a.newConsole(sp)
+	defer a.console.stop()
 	ln, err := net.Listen("tcp", *admin)
 	if err != nil {
 		return fmt.Errorf("admin API: %w", err)
@@ -290,13 +298,17 @@ func runController(o *Options, args []string) error {
 	}
 }
 
-// clusterAdmin is the controller's admin API: GET /status, POST /drain.
-// With a token (required beyond loopback) every request needs it
-// (Authorization: Bearer), checked in constant time; the token is never
-// logged. POST /drain is refused without a token configured.
+// clusterAdmin is the controller's admin API: GET /status, POST /drain,
+// and the web console (console.go: GET / and /console/data). With a token
+// (required beyond loopback) every request needs it (Authorization:
+// Bearer), checked in constant time, except the console's page and assets,
+// which hold no data (the page sends the token, from its URL fragment,
+// with its requests); the token is never logged. POST /drain is refused
+// without a token configured.
 type clusterAdmin struct {
-	sec wire.Security
-	st  store.Store
+	sec     wire.Security
+	st      store.Store
+	console *console
 
 	mu     sync.Mutex
 	active *cluster.Active
@@ -308,7 +320,38 @@ func (a *clusterAdmin) set(act *cluster.Active) {
 	a.active = act
 }
 
+// newConsole returns the console of the pipeline sp: the active
+// controller's engine and workers while this controller leads.
+func (a *clusterAdmin) newConsole(sp *spec.Pipeline) *console {
+	active := func() *cluster.Active {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.active
+	}
+	return newConsole(consoleTarget{mode: "controller", spec: sp, store: a.st,
+		engine: func() *engine.Engine {
+			if act := active(); act != nil {
+				return act.Engine
+			}
+			return nil
+		},
+		workers: func() []cluster.WorkerStatus {
+			if act := active(); act != nil {
+				return act.Pool.Status()
+			}
+			return nil
+		},
+		standby: func(ctx context.Context) any {
+			rec, _, _ := cluster.ReadLeader(ctx, a.st)
+			return rec
+		}})
+}
+
 func (a *clusterAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isConsoleAsset(r) {
+		consolePage(w, r)
+		return
+	}
 	if a.sec.Token != "" {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || !a.sec.CheckToken(got) {
@@ -329,6 +372,10 @@ func (a *clusterAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		json.NewEncoder(w).Encode(map[string]any{"active": true, "term": act.Leadership.Term(),
 			"pipeline": act.Engine.Status(), "workers": act.Pool.Status()})
+	case r.URL.Path == "/console/data" && r.Method == http.MethodGet:
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		json.NewEncoder(w).Encode(a.console.data(r.Context(), parseWindow(r.URL.Query().Get("window"))))
 	case r.URL.Path == "/drain" && r.Method == http.MethodPost:
 		if a.sec.Token == "" {
 			// Without a token anything on this machine, a web page in a

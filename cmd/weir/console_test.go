@@ -7,8 +7,10 @@ package main
 // screenshots are kept under $TMPDIR/weir-artifacts.
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -46,8 +48,52 @@ func consoleTools(t *testing.T) (node, web string) {
 	return node, web
 }
 
-func TestConsoleInChromium(t *testing.T) {
+// consoleE2E runs cli/console/web/test/console.e2e.cjs in mode against
+// the admin API at addr. When the script prints a line of hooks, its
+// function runs ("waiting for the process to end": the test ends the
+// process). The screenshots go to $TMPDIR/weir-artifacts (the test logs
+// their paths).
+func consoleE2E(t *testing.T, mode, addr, token string, expect map[string]any, hooks map[string]func()) string {
+	t.Helper()
 	node, web := consoleTools(t)
+	artifacts := filepath.Join(os.TempDir(), "weir-artifacts")
+	if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ex, _ := json.Marshal(expect)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(web, "test", "console.e2e.cjs"))
+	cmd.Env = append(os.Environ(), "WEIR_MODE="+mode, "WEIR_URL=http://"+addr, "WEIR_TOKEN="+token,
+		"WEIR_EXPECT="+string(ex), "WEIR_ARTIFACTS="+artifacts, "CHROMIUM="+chromiumPath)
+	var out syncBuffer
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, pw), &out
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if f := hooks[sc.Text()]; f != nil {
+				f()
+			}
+		}
+	}()
+	err := cmd.Run()
+	pw.Close()
+	if err != nil {
+		t.Fatalf("console e2e (%s) in Chromium: %v\n%s", mode, err, out.String())
+	}
+	t.Logf("%sscreenshots in %s", out.String(), artifacts)
+	return out.String()
+}
+
+// TestConsoleInChromium: a healthy pipeline. The graph has every node and
+// edge, readable; the tables equal /status; the epochs, watermarks, rate
+// window and a computation's details (opened by keyboard) work; Pause and
+// Start work behind the token and the header follows them; no view
+// overflows sideways at 420 px (nor at 2560); and once Stop has ended
+// 'weir run', the page says it is disconnected.
+func TestConsoleInChromium(t *testing.T) {
+	consoleTools(t)
 	const events = 3000
 	dir, _ := setup(t, events, 30, 41)
 	run := startRun(t, dir, infiniteSpec(t))
@@ -67,28 +113,74 @@ func TestConsoleInChromium(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	addr, _ := adminFile(t, dir)
-	artifacts := filepath.Join(os.TempDir(), "weir-artifacts")
-	if err := os.MkdirAll(artifacts, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	expect, _ := json.Marshal(map[string][]string{
-		"nodes": {"Reader", "Counter", "source:Reader:events", "sink:Counter:out"},
-		"edges": {"source:Reader:events->Reader", "Reader->Counter", "Counter->sink:Counter:out"},
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(web, "test", "console.e2e.cjs"))
-	cmd.Env = append(os.Environ(), "WEIR_URL=http://"+addr, "WEIR_TOKEN="+adminTokenOf(t, dir),
-		"WEIR_EXPECT="+string(expect), "WEIR_ARTIFACTS="+artifacts, "CHROMIUM="+chromiumPath)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("console e2e in Chromium: %v\n%s\nweir run:\n%s", err, out, run.stderr.String())
-	}
-	t.Logf("%sscreenshots: %s", out, filepath.Join(artifacts, "console.png"))
-	weir(t, "", "pipeline", "stop", "--data", dir)
+	consoleE2E(t, "run", addr, adminTokenOf(t, dir), map[string]any{
+		"nodes": []string{"Reader", "Counter", "source:Reader:events", "sink:Counter:out"},
+		"edges": []string{"source:Reader:events->Reader", "Reader->Counter", "Counter->sink:Counter:out"},
+	}, nil)
 	if err := run.wait(t); err != nil {
 		t.Fatalf("weir run: %v\n%s", err, run.stderr.String())
 	}
+}
+
+// failingConsoleSpec: Check (Refuse, reading queue events itself) → kept →
+// Counter (keyed, 4 partitions) → queue counts, and Mirror (keyed) → queue
+// copies (Explode: it would panic on the poison row, which never reaches
+// it). Check fails on the poison row, again and again.
+func failingConsoleSpec(t *testing.T) string {
+	src := strings.Replace(eventsSource, "%true", "%false", 1)
+	return writeSpec(t, "failing.yson", `"computations" = {
+    "Check" = {"computation_class_name" = "Refuse"; `+src+` "output_stream_ids" = ["kept"]};
+    "Counter" = {"computation_class_name" = "Counter"; "group_by" = ["key"]; "partition_count" = 4;
+        "input_stream_ids" = ["kept"]; "output_stream_ids" = ["counts"];
+        "sinks" = {"counts" = {"sink_class_name" = "SyncQueueSink"; "input_stream_ids" = ["counts"]; "parameters" = {"queue_path" = "out"}}}};
+    "Mirror" = {"computation_class_name" = "Explode"; "group_by" = ["key"]; "partition_count" = 2; "input_stream_ids" = ["kept"]; "output_stream_ids" = ["copies"];
+        "sinks" = {"copies" = {"sink_class_name" = "SyncQueueSink"; "input_stream_ids" = ["copies"]; "parameters" = {"queue_path" = "copies"}}}};
+};
+"streams" = {"kept" = {}; "counts" = {}; "copies" = {}};
+`+restartFast)
+}
+
+// TestConsoleFailingInChromium: a partition failing on a poison row is
+// marked on the graph within a second of /status listing it, and the
+// header says the pipeline is degraded; the failures view shows the whole
+// error (as /status has it), the message's origin (source, partition,
+// offset), the poison row itself, the restart history and the CLI
+// commands; the last error is readable whole at 1400 px; nothing
+// overflows at 420 px.
+func TestConsoleFailingInChromium(t *testing.T) {
+	consoleTools(t)
+	bin := mustUserBin(t)
+	dir := poisonSetup(t, 200)
+	weir(t, "", "queue", "create", "--data", dir, "--partitions", "1", "copies")
+	p := start(t, bin, nil, "run", "--data", dir, "--spec", failingConsoleSpec(t), "--progress", "0", "--drain-timeout", "2s")
+	var addr string
+	poll(t, "the admin API", p, func() bool {
+		if _, err := os.Stat(filepath.Join(dir, "admin.addr")); err != nil {
+			return false
+		}
+		addr, _ = adminFile(t, dir)
+		return true
+	})
+	// Partition 1 keeps receiving rows, so that the healthy part flows.
+	feedCtx, stopFeed := context.WithCancel(context.Background())
+	defer stopFeed()
+	go func() {
+		for i := 0; feedCtx.Err() == nil; i++ {
+			var rows strings.Builder
+			for j := 0; j < 40; j++ {
+				fmt.Fprintf(&rows, `{"key": "k%02d", "i": %d}`+"\n", j%20, 1000+i*40+j)
+			}
+			cmd := exec.Command(weirBin, "queue", "write", "--data", dir, "--partition", "1", "events")
+			cmd.Stdin = strings.NewReader(rows.String())
+			cmd.Run()
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	consoleE2E(t, "failing", addr, adminTokenOf(t, dir), map[string]any{
+		"nodes":   []string{"Check", "Counter", "Mirror", "source:Check:events", "sink:Counter:counts", "sink:Mirror:copies"},
+		"edges":   []string{"source:Check:events->Check", "Check->Counter", "Check->Mirror"},
+		"failing": "Check", "poison": `"poison":true`, "poisonError": "Refuse: this row is poison",
+	}, nil)
 }
 
 // TestConsoleServed: without a browser, the console's page, assets and

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weir-stream/weir/store/postgres/pgtest"
 )
 
 var weirBin string
@@ -37,6 +39,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if s := pgtest.Shared(); s != nil { // started by the distributed console test
+		s.Stop()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
