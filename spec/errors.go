@@ -75,8 +75,27 @@ type errorList struct {
 	dropped int // problems beyond maxKept, counted only
 }
 
+// add records a problem; a string argument longer than maxEcho is cut
+// (cutEcho): a message echoes what the spec says, not 100 KB of it.
 func (l *errorList) add(path, format string, args ...any) {
+	for i, a := range args {
+		if s, ok := a.(string); ok && len(s) > maxEcho {
+			args[i] = cutEcho(s)
+		}
+	}
 	l.addErr(&Error{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// maxEcho bounds the bytes of a key or value an error echoes.
+const maxEcho = 200
+
+// cutEcho returns s, or its first maxEcho bytes followed by "…(N bytes)"
+// when it is longer.
+func cutEcho(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	return fmt.Sprintf("%s…(%d bytes)", strings.ToValidUTF8(s[:maxEcho], ""), len(s))
 }
 
 func (l *errorList) addErr(e *Error) {
@@ -117,8 +136,10 @@ func (l *errorList) err() error {
 	return errors.Join(out...)
 }
 
-// joinKey appends a map key to a path.
+// joinKey appends a map key to a path; a key longer than maxEcho is cut
+// (cutEcho), which makes it a quoted one.
 func joinKey(path, key string) string {
+	key = cutEcho(key)
 	if !isPathWord(key) {
 		return path + "[" + strconv.Quote(key) + "]"
 	}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"go.ytsaurus.tech/yt/go/yson"
@@ -223,7 +225,14 @@ func ysonTree(data []byte) (map[string]any, error) {
 		if errors.As(err, &se) {
 			return nil, se
 		}
-		return nil, &Error{Msg: "YSON syntax error" + ysonErrorPosition(text, fragment), Err: err}
+		msg := "YSON syntax error"
+		if off, ok := ysonErrorOffset(text, fragment); ok {
+			msg += position(text, off)
+			if text[off] == ',' {
+				msg += " (YSON separates list items and map entries with ';', not ',': [\"a\"; \"b\"])"
+			}
+		}
+		return nil, &Error{Msg: msg, Err: err}
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
@@ -247,6 +256,11 @@ type ysonBuilder struct {
 func (b *ysonBuilder) value(path string) (any, error) {
 	e, err := b.r.Next(false)
 	if err != nil {
+		var ne *strconv.NumError
+		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
+			return nil, &Error{Path: path, Msg: fmt.Sprintf("%s is out of range: a YSON integer is 64-bit, %d … %d (up to %d with the suffix u)",
+				cutEcho(ne.Num), int64(math.MinInt64), int64(math.MaxInt64), uint64(math.MaxUint64))}
+		}
 		return nil, err
 	}
 	switch e {
@@ -323,13 +337,14 @@ func (b *ysonBuilder) value(path string) (any, error) {
 	return nil, fmt.Errorf("unexpected YSON token (event %d)", e)
 }
 
-// ysonErrorPosition returns " at line L, column C" for the first byte of text
-// at which the YSON scanner fails, or "" when the scanner accepts every prefix
-// (the error then comes from a literal, e.g. an integer out of range, or from
-// the end of input). package yson reports no positions, so this finds the
-// shortest failing prefix by bisection: prefixes shorter than the error only
-// ever fail with "unexpected end", longer ones fail with the real error.
-func ysonErrorPosition(text []byte, fragment bool) string {
+// ysonErrorOffset returns the offset in text of the first byte at which
+// the YSON scanner fails, or false when the scanner accepts every prefix
+// (the error then comes from a literal, e.g. an integer out of range, or
+// from the end of input). package yson reports no positions, so this finds
+// the shortest failing prefix by bisection: prefixes shorter than the
+// error only ever fail with "unexpected end", longer ones fail with the
+// real error.
+func ysonErrorOffset(text []byte, fragment bool) (int, bool) {
 	valid := yson.Valid
 	if fragment {
 		valid = yson.ValidMapFragment
@@ -339,7 +354,7 @@ func ysonErrorPosition(text []byte, fragment bool) string {
 		return err != nil && !strings.Contains(err.Error(), "unexpected end")
 	}
 	if !failsAt(len(text)) {
-		return ""
+		return 0, false
 	}
 	lo, hi := 0, len(text) // failsAt(hi) holds; find the smallest such hi
 	for lo < hi {
@@ -354,6 +369,11 @@ func ysonErrorPosition(text []byte, fragment bool) string {
 	if off < 0 {
 		off = 0
 	}
+	return off, true
+}
+
+// position returns " at line L, column C" for offset off of text.
+func position(text []byte, off int) string {
 	line := 1 + bytes.Count(text[:off], []byte{'\n'})
 	col := off - bytes.LastIndexByte(text[:off], '\n')
 	return fmt.Sprintf(" at line %d, column %d", line, col)
@@ -403,8 +423,8 @@ func stripYSONComments(data []byte) []byte {
 // normalizeGo.
 func yamlTree(data []byte) (map[string]any, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return map[string]any{}, nil // an empty document
 		}
@@ -413,6 +433,13 @@ func yamlTree(data []byte) (map[string]any, error) {
 	var extra any
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, &Error{Msg: "more than one YAML document (---); a spec file holds one pipeline"}
+	}
+	if err := checkYAMLNumbers(&doc, ""); err != nil {
+		return nil, err
+	}
+	var v any
+	if err := doc.Decode(&v); err != nil {
+		return nil, &Error{Msg: "YAML syntax error", Err: err}
 	}
 	if v == nil {
 		return map[string]any{}, nil
@@ -426,4 +453,40 @@ func yamlTree(data []byte) (map[string]any, error) {
 		return nil, &Error{Msg: fmt.Sprintf("the document must be a map, got %s", describe(n))}
 	}
 	return m, nil
+}
+
+// checkYAMLNumbers refuses an integer written with a leading zero (010,
+// -07): YAML 1.1, which the decoder follows there, reads it as octal (010
+// is 8), while a reader — and YAML 1.2 — sees ten. Writing 0o10 says octal
+// explicitly. path locates n for the error.
+func checkYAMLNumbers(n *yaml.Node, path string) error {
+	switch n.Kind {
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := path
+			if n.Kind == yaml.SequenceNode {
+				p = joinIndex(path, i)
+			}
+			if err := checkYAMLNumbers(c, p); err != nil {
+				return err
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if err := checkYAMLNumbers(n.Content[i+1], joinKey(path, n.Content[i].Value)); err != nil {
+				return err
+			}
+		}
+	case yaml.ScalarNode:
+		if n.ShortTag() == "!!int" && n.Style == 0 && leadingZero(n.Value) {
+			return &Error{Path: path, Msg: fmt.Sprintf("%s at line %d has a leading zero, which YAML reads as an octal number; write it without the zero (or 0o… for octal)", cutEcho(n.Value), n.Line)}
+		}
+	}
+	return nil
+}
+
+// leadingZero reports a decimal-looking integer with a leading zero.
+func leadingZero(s string) bool {
+	s = strings.TrimLeft(s, "+-")
+	return len(s) > 1 && s[0] == '0' && s[1] >= '0' && s[1] <= '9'
 }
