@@ -108,6 +108,9 @@ type Counters struct {
 	// overflow, a failed write, abandoned when the sink stopped):
 	// connector.SinkContext.ReportDropped.
 	SinkDropped uint64
+	// DeadLettered counts inputs whose processing failed and that went to
+	// the computation's dead-letter stream (committed epochs only).
+	DeadLettered uint64
 }
 
 // Add adds d to c.
@@ -118,6 +121,7 @@ func (c *Counters) Add(d Counters) {
 	c.Duplicates += d.Duplicates
 	c.Outputs += d.Outputs
 	c.SinkDropped += d.SinkDropped
+	c.DeadLettered += d.DeadLettered
 }
 
 // Board is the in-process exchange between jobs and the controller: jobs

@@ -6,9 +6,12 @@ import (
 )
 
 func runPipeline(o *Options, args []string) error {
+	if len(args) > 0 && args[0] == "skip" {
+		return runSkip(o, args[1:])
+	}
 	actions := map[string]bool{"status": true, "stop": true, "pause": true, "start": true, "console": true}
 	if len(args) == 0 || !actions[args[0]] {
-		return topUsage(o, args, `Usage: weir pipeline <status|stop|pause|start|console> --data DIR
+		return topUsage(o, args, `Usage: weir pipeline <status|stop|pause|start|console|skip> --data DIR
 
   status  print the running pipeline's state, counters and partitions (JSON);
           "failing" lists partitions whose jobs keep failing (restarted with
@@ -20,6 +23,9 @@ func runPipeline(o *Options, args []string) error {
   start   resume a stopped or paused pipeline
   console print the address of the web console, with the admin token in
           its fragment (#token=…, which the browser does not send)
+  skip    record that one input message of a computation is not to be
+          processed ('weir pipeline skip --help'): for a poison message
+          that fails its partition again and again
 
 They talk to the admin API of the 'weir run' that holds DIR.
 

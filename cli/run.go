@@ -204,6 +204,25 @@ func (r *runner) handler() http.Handler {
 		enc.SetIndent("", "  ")
 		enc.Encode(r.eng.Status())
 	})
+	mux.HandleFunc("POST /pipeline/skip", func(w http.ResponseWriter, req *http.Request) {
+		var sk skipRequest
+		if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, 64<<10)).Decode(&sk); err != nil {
+			http.Error(w, "skip: a JSON body {computation, message | source_partition + offset, reason}: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		c, ok := r.eng.Plan().Computations[sk.Computation]
+		switch {
+		case !ok:
+			http.Error(w, fmt.Sprintf("skip: the pipeline has no computation %s", echo(sk.Computation)), http.StatusNotFound)
+			return
+		case sk.SourcePartition != "" && !c.IsSource():
+			http.Error(w, fmt.Sprintf("skip: computation %s reads no source; name its message with --message ID", sk.Computation), http.StatusBadRequest)
+			return
+		}
+		if err := sk.record(req.Context(), r.st, w); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+		}
+	})
 	mux.HandleFunc("POST /pipeline/{action}", func(w http.ResponseWriter, req *http.Request) {
 		target := map[string]controller.State{"stop": controller.Stopped, "pause": controller.Paused, "start": controller.Working}[req.PathValue("action")]
 		if target == "" {
@@ -419,6 +438,9 @@ func summarize(s engine.Status) string {
 			// At-most-once sinks may give outputs up (queue full, a failed
 			// write, stopped with a queue): a loss the run must not hide.
 			out += fmt.Sprintf(", %d DROPPED by at-most-once sinks (see the WARNING lines)", c.SinkDropped)
+		}
+		if c.DeadLettered > 0 {
+			out += fmt.Sprintf(", %d failed and DEAD-LETTERED (read its dead_letter_stream)", c.DeadLettered)
 		}
 		out += "; "
 	}

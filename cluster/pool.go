@@ -414,7 +414,7 @@ func (w *RemoteWorker) addCounters(rep *SyncReply) {
 		prev := w.counters[comp]
 		w.pool.cfg.Board.AddCounters(comp, board.Counters{Epochs: c.Epochs - prev.Epochs, Commits: c.Commits - prev.Commits,
 			Inputs: c.Inputs - prev.Inputs, Duplicates: c.Duplicates - prev.Duplicates, Outputs: c.Outputs - prev.Outputs,
-			SinkDropped: c.SinkDropped - prev.SinkDropped})
+			SinkDropped: c.SinkDropped - prev.SinkDropped, DeadLettered: c.DeadLettered - prev.DeadLettered})
 		w.counters[comp] = c
 	}
 }

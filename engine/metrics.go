@@ -24,6 +24,7 @@ var (
 	descOutputs    = prometheus.NewDesc("weir_outputs_total", "Outputs emitted by committed epochs.", []string{"computation"}, nil)
 	descEpochs     = prometheus.NewDesc("weir_epochs_total", "Epochs that did work.", []string{"computation"}, nil)
 	descCommits    = prometheus.NewDesc("weir_commits_total", "Epoch commits.", []string{"computation"}, nil)
+	descDeadLetter = prometheus.NewDesc("weir_dead_lettered_total", "Inputs whose processing failed and that went to the computation's dead-letter stream (dead_letter_stream), per computation.", []string{"computation"}, nil)
 	descDropped    = prometheus.NewDesc("weir_sink_dropped_total", "Outputs at-most-once sinks gave up (queue full, a failed write, abandoned when the sink stopped), per computation.", []string{"computation"}, nil)
 	descJobs       = prometheus.NewDesc("weir_jobs_total", "Jobs by event (started, failed, lost).", []string{"event"}, nil)
 	descLeases     = prometheus.NewDesc("weir_leases_total", "Leases by event (aborted, expired).", []string{"event"}, nil)
@@ -38,7 +39,7 @@ var (
 const maxErrorLabel = 200
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInputs, descDuplicates, descOutputs, descEpochs, descCommits, descDropped, descJobs, descLeases, descState, descSinkFailed, descFailures, descLastError, descSourceFail} {
+	for _, d := range []*prometheus.Desc{descInputs, descDuplicates, descOutputs, descEpochs, descCommits, descDropped, descDeadLetter, descJobs, descLeases, descState, descSinkFailed, descFailures, descLastError, descSourceFail} {
 		ch <- d
 	}
 }
@@ -52,6 +53,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descEpochs, prometheus.CounterValue, float64(v.Epochs), comp)
 		ch <- prometheus.MustNewConstMetric(descCommits, prometheus.CounterValue, float64(v.Commits), comp)
 		ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(v.SinkDropped), comp)
+		ch <- prometheus.MustNewConstMetric(descDeadLetter, prometheus.CounterValue, float64(v.DeadLettered), comp)
 	}
 	s := e.ctl.Stats()
 	ch <- prometheus.MustNewConstMetric(descJobs, prometheus.CounterValue, float64(s.JobsStarted), "started")

@@ -56,15 +56,16 @@ func BuildPlan(ctx context.Context, p *spec.Pipeline, classes *weir.Registry, co
 			continue
 		}
 		cp := &plan.CompPlan{
-			Name:          name,
-			Code:          code,
-			GroupBy:       c.KeyColumns(),
-			Partitions:    c.PartitionCount,
-			CompactDedup:  c.CompactDedup(),
-			AllowBatching: c.AllowBatchingWithRelaxedGuarantees,
-			Inputs:        c.InputStreamIDs,
-			Outputs:       c.OutputStreamIDs,
-			Timers:        map[string]plan.TimerPlan{},
+			Name:             name,
+			Code:             code,
+			GroupBy:          c.KeyColumns(),
+			Partitions:       c.PartitionCount,
+			CompactDedup:     c.CompactDedup(),
+			AllowBatching:    c.AllowBatchingWithRelaxedGuarantees,
+			Inputs:           c.InputStreamIDs,
+			Outputs:          c.OutputStreamIDs,
+			DeadLetterStream: c.DeadLetterStream,
+			Timers:           map[string]plan.TimerPlan{},
 			Batch: plan.BatchPlan{
 				MaxRows:      c.MaxRowsPerBatch,
 				MaxBytes:     int(c.MaxBytesPerBatch),

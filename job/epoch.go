@@ -28,6 +28,8 @@ type EpochResult struct {
 	// Fetched counts the input rows taken this epoch (internal inputs or
 	// source records), before deduplication.
 	Fetched int
+	// DeadLettered counts the inputs sent to the dead-letter stream.
+	DeadLettered int
 }
 
 // Decision is what an epoch decided, before anything leaves the job: the
@@ -180,10 +182,12 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 	d.dropped = j.inputs.why
 
 	// 6. User code, grouped by key: timers, then messages.
+	dl := j.deadLettered
 	emits, err := j.process(ctx, d.TS, d.Fresh, fired)
 	if err != nil {
 		return nil, err
 	}
+	d.result.DeadLettered = int(j.deadLettered - dl)
 
 	// 7–9. Dedup ids, outputs, timers.
 	txn := store.NewTxn(j.cfg.Lease)
@@ -320,7 +324,8 @@ func (j *Job) Apply(ctx context.Context, d *Decision) (EpochResult, error) {
 // epochCounters are an epoch's counts.
 func epochCounters(res EpochResult) board.Counters {
 	return board.Counters{Epochs: 1, Commits: b2u(res.Committed),
-		Inputs: uint64(res.Inputs), Duplicates: uint64(res.Duplicates), Outputs: uint64(res.Outputs)}
+		Inputs: uint64(res.Inputs), Duplicates: uint64(res.Duplicates), Outputs: uint64(res.Outputs),
+		DeadLettered: uint64(res.DeadLettered)}
 }
 
 // recordEpoch keeps an applied epoch's figures for the job's status

@@ -35,6 +35,8 @@ type externalStates struct {
 	read map[string][]byte
 	// checked counts the writes of the pending commit that carry a check.
 	checked int
+	// undo, while set, logs what put and delete change (deadletter.go).
+	undo *callUndo
 }
 
 type extWrite struct {
@@ -108,7 +110,7 @@ func (e *externalStates) put(name string, row map[string]any) error {
 	if err != nil {
 		return fmt.Errorf("external state %s: %w", name, err)
 	}
-	e.writes[string(externalstate.RowKey(name, key))] = &extWrite{table: name, row: norm, enc: enc}
+	e.write(string(externalstate.RowKey(name, key)), &extWrite{table: name, row: norm, enc: enc})
 	return nil
 }
 
@@ -121,8 +123,17 @@ func (e *externalStates) delete(name string, key []any) error {
 	if err != nil {
 		return err
 	}
-	e.writes[string(externalstate.RowKey(name, enc))] = &extWrite{table: name}
+	e.write(string(externalstate.RowKey(name, enc)), &extWrite{table: name})
 	return nil
+}
+
+// write buffers w under store key sk.
+func (e *externalStates) write(sk string, w *extWrite) {
+	if e.undo != nil {
+		prev, had := e.writes[sk]
+		e.undo.noteExt(sk, prev, had)
+	}
+	e.writes[sk] = w
 }
 
 // scan visits the rows of [lo, hi) as the epoch sees them: the committed

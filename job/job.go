@@ -106,6 +106,12 @@ type Job struct {
 	acks ackQueue
 	// calls holds the buffers user-code calls reuse across epochs.
 	calls callScratch
+	// deadLettered counts the messages this job sent to the dead-letter
+	// stream (deadletter.go).
+	deadLettered uint64
+	// skips are the messages of the computation an operator skipped, by
+	// identity (tables/skip.go), loaded at Init; nil: none.
+	skips map[string]tables.SkipRecord
 	// idIndex, idBuf and idEnds are materialize's buffers, reused.
 	idIndex map[idCounter]uint64
 	idBuf   []byte
@@ -211,6 +217,9 @@ func (j *Job) Init(ctx context.Context) error {
 		return fmt.Errorf("job %s: first commit: %w", j.cfg.Partition.ID, err)
 	}
 	j.lastTS = ts
+	if j.skips, err = tables.LoadSkips(ctx, j.st, j.comp.Name); err != nil {
+		return fmt.Errorf("job %s: load skipped messages: %w", j.cfg.Partition.ID, err)
+	}
 	// The lease is proven: fence the partition's previous sender (a zombie
 	// may still run) before this job offers anything.
 	j.sender = j.cfg.Hub.RegisterSender(j.cfg.Partition.ID, j.orderedSender())

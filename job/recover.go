@@ -66,6 +66,11 @@ func (e *UserCodeError) Error() string {
 		fmt.Fprintf(&b, " (source %s, partition %s, offsets %d … %d)", e.Source, e.SourcePartition, e.Offsets[0], e.Offsets[n-1])
 	}
 	fmt.Fprintf(&b, ": %v", e.Err)
+	if hint := e.skipHint(); hint != "" {
+		b.WriteString(" (")
+		b.WriteString(hint)
+		b.WriteString(")")
+	}
 	for _, f := range e.Stack {
 		b.WriteString("\n\tat ")
 		b.WriteString(f)
@@ -74,6 +79,20 @@ func (e *UserCodeError) Error() string {
 }
 
 func (e *UserCodeError) Unwrap() error { return e.Err }
+
+// skipHint is the command that skips the failed message: for the operator
+// of a partition that fails on it again and again. None for a timer or a
+// key batch (skip its messages one by one).
+func (e *UserCodeError) skipHint() string {
+	switch {
+	case e.Call != "message" || len(e.Messages) != 1:
+		return ""
+	case len(e.Offsets) == 1:
+		return fmt.Sprintf("to skip it: weir pipeline skip --computation %s --source-partition %s --offset %d", e.Computation, e.SourcePartition, e.Offsets[0])
+	default:
+		return fmt.Sprintf("to skip it: weir pipeline skip --computation %s --message %s", e.Computation, e.Messages[0])
+	}
+}
 
 // userCall is one call of user code: its input messages, or its timer.
 type userCall struct {

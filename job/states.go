@@ -33,6 +33,8 @@ type stateManager struct {
 	dirty []*stateEntry
 	// scratch is the key buffer of point reads.
 	scratch []byte
+	// undo, while set, logs what store changes (deadletter.go).
+	undo *callUndo
 }
 
 type stateRef struct {
@@ -103,6 +105,9 @@ func (m *stateManager) store(k weir.Key, name string, v any, empty bool, encode 
 		m.insert(e, 0)
 	} else {
 		m.lru.MoveToFront(e.elem)
+	}
+	if m.undo != nil {
+		m.undo.noteState(e, !ok)
 	}
 	e.value, e.present, e.empty, e.encode = v, !empty, empty, encode
 	if !e.isDirty {

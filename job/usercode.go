@@ -23,6 +23,9 @@ type callContext struct {
 	now     store.Timestamp
 	eventWM time.Time
 	err     error // first state error, reported after the call
+	// readErr is the first failure to read state or external state: weir's
+	// or the store's, never a reason to dead-letter the message.
+	readErr error
 }
 
 func (c *callContext) Context() context.Context  { return c.ctx }
@@ -34,12 +37,20 @@ func (c *callContext) setErr(err error) {
 		c.err = err
 	}
 }
+func (c *callContext) setReadErr(err error) {
+	c.setErr(err)
+	if c.readErr == nil {
+		c.readErr = err
+	}
+}
 func (c *callContext) LoadState(name string, decode func([]byte) (any, error)) (any, error) {
 	if err := c.stateAllowed(name); err != nil {
 		return nil, err
 	}
 	v, err := c.job.states.load(c.ctx, c.key, name, decode)
-	c.setErr(err)
+	if err != nil {
+		c.setReadErr(err)
+	}
 	return v, err
 }
 func (c *callContext) StoreState(name string, v any, empty bool, encode func(any) ([]byte, error)) {
@@ -54,7 +65,9 @@ func (c *callContext) StoreState(name string, v any, empty bool, encode func(any
 // even if the code ignores it.
 func (c *callContext) ExternalGet(table string, key []any) (map[string]any, bool, error) {
 	row, ok, err := c.job.ext.get(c.ctx, table, key)
-	c.setErr(err)
+	if err != nil {
+		c.setReadErr(err)
+	}
 	return row, ok, err
 }
 func (c *callContext) ExternalPut(table string, row map[string]any) error {
@@ -69,7 +82,9 @@ func (c *callContext) ExternalDelete(table string, key []any) error {
 }
 func (c *callContext) ExternalScan(table string, lo, hi []any, fn func(row map[string]any) bool) error {
 	err := c.job.ext.scan(c.ctx, table, lo, hi, fn)
-	c.setErr(err)
+	if err != nil {
+		c.setReadErr(err)
+	}
 	return err
 }
 
@@ -230,6 +245,7 @@ type callScratch struct {
 	out    []emitted
 	cc     callContext
 	col    collector
+	undo   callUndo
 }
 
 // compareKeys orders keys as process calls them: by hash, then encoding.
@@ -278,6 +294,9 @@ func (j *Job) process(ctx context.Context, ts store.Timestamp, msgs []*weir.Mess
 	code := j.comp.Code
 	cc, col := &sc.cc, &sc.col
 	col.job, col.out = j, &sc.out
+	if len(j.skips) > 0 {
+		sc.sorted = j.dropSkipped(sc.sorted) // may emit dead letters into sc.out
+	}
 	ms, ts0 := sc.sorted, sc.timers
 	for len(ms) > 0 || len(ts0) > 0 {
 		// The next key: the smaller of the next timer's and message's.
@@ -311,14 +330,14 @@ func (j *Job) process(ctx context.Context, ts store.Timestamp, msgs []*weir.Mess
 		}
 		if len(group) > 0 && code.OnMessages != nil {
 			col.reset(key, group, nil)
-			if err := j.runUser(userCall{msgs: group}, col, func() error { return code.OnMessages(cc, group, col) }); err != nil {
+			if err := j.runMessages(cc, col, key, group, func() error { return code.OnMessages(cc, group, col) }); err != nil {
 				return nil, err
 			}
 		} else if len(group) > 0 {
 			for i, m := range group {
 				one := group[i : i+1 : i+1]
 				col.reset(key, one, nil)
-				if err := j.runUser(userCall{msgs: one}, col, func() error { return code.OnMessage(cc, m, col) }); err != nil {
+				if err := j.runMessages(cc, col, key, one, func() error { return code.OnMessage(cc, m, col) }); err != nil {
 					return nil, err
 				}
 			}

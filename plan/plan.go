@@ -72,6 +72,10 @@ type CompPlan struct {
 
 	Inputs  []string
 	Outputs []string
+	// DeadLetterStream, if set (one of Outputs), receives the input
+	// messages whose processing fails, instead of failing the partition
+	// (spec: dead_letter_stream).
+	DeadLetterStream string
 	Sinks   []SinkPlan
 	// Timers maps timer stream names to their time type.
 	Timers map[string]TimerPlan

@@ -186,6 +186,20 @@ type Computation struct {
 	// accepted directly; both given and different is a decoding error.
 	AllowBatchingWithRelaxedGuarantees bool `yson:"allow_batching_with_relaxed_guarantees,omitempty" yaml:"allow_batching_with_relaxed_guarantees,omitempty"`
 
+	// DeadLetterStream names one of output_stream_ids. When set, an input
+	// message whose processing fails — user code returns an error or
+	// panics, or emits a row that cannot be stored or routed — does not
+	// stop the partition: its call leaves no trace (outputs, timers, state
+	// and external state writes of that call are undone), and one row
+	// {message_id, stream, computation, partition, error, payload, and for
+	// a source row source, source_partition and offset} goes to this
+	// stream instead, committed with the epoch like any output (exactly
+	// once). A per-batch (OnMessages) call dead-letters every message of
+	// the key batch; a failing timer still fails the partition. Unset (the
+	// default): a failure fails the partition, which restarts with backoff
+	// until the message is fixed or skipped ('weir pipeline skip').
+	DeadLetterStream string `yson:"dead_letter_stream,omitempty" yaml:"dead_letter_stream,omitempty"`
+
 	// SourceStreams are the external sources of a source computation, by
 	// source stream id (exactly one for the ordered-source kinds).
 	SourceStreams map[string]*Source `yson:"source_streams,omitempty" yaml:"source_streams,omitempty"`

@@ -35,7 +35,7 @@ import (
 // Dynamic (may change at any time): all of dynamic_spec; per computation
 // max_rows_per_batch, max_bytes_per_batch, batch_duration,
 // lease_check_period, output_store_count_limit,
-// output_store_byte_size_limit, empty_batch_backoff; per sink
+// output_store_byte_size_limit, empty_batch_backoff, dead_letter_stream; per sink
 // at_most_once_strategy.total_queue_bytes_limit and
 // suspend_destruction_duration.
 var dynamicKeys = map[reflect.Type]map[string]bool{
@@ -44,6 +44,9 @@ var dynamicKeys = map[reflect.Type]map[string]bool{
 		"max_rows_per_batch": true, "max_bytes_per_batch": true, "batch_duration": true,
 		"lease_check_period": true, "output_store_count_limit": true,
 		"output_store_byte_size_limit": true, "empty_batch_backoff": true,
+		// Whether poison messages are dead-lettered changes no stored
+		// layout: it may be turned on for a pipeline that is failing.
+		"dead_letter_stream": true,
 	},
 	reflect.TypeOf(AtMostOnceStrategy{}): {"total_queue_bytes_limit": true, "suspend_destruction_duration": true},
 }

@@ -127,6 +127,9 @@ func (v *validator) computation(id, path string, c *Computation) {
 	// Input and output streams: internal streams declared in streams.
 	inputs := v.streamList(joinKey(path, "input_stream_ids"), c.InputStreamIDs, c, "input")
 	outputs := v.streamList(joinKey(path, "output_stream_ids"), c.OutputStreamIDs, c, "output")
+	if c.DeadLetterStream != "" && !slices.Contains(c.OutputStreamIDs, c.DeadLetterStream) {
+		v.add(joinKey(path, "dead_letter_stream"), "stream %q is not among the computation's output_stream_ids %v; declare the dead-letter stream as an output (and give it a sink or a reader)", c.DeadLetterStream, c.OutputStreamIDs)
+	}
 
 	// Source streams.
 	for _, sid := range sortedKeys(c.SourceStreams) {

@@ -102,3 +102,32 @@ func TestNonCanonicalKeyRoutingAfterRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestDeadLettersExactlyOnce: Counter fails on every 13th input after
+// counting it; with a dead-letter stream the failed calls are undone and
+// each poisoned input becomes exactly one dead letter, while jobs crash at
+// every named point: the other inputs are counted 1..n once each, and no
+// dead letter is lost or repeated.
+func TestDeadLettersExactlyOnce(t *testing.T) {
+	for _, point := range AllCrashPoints {
+		t.Run(string(point), func(t *testing.T) {
+			ctx := context.Background()
+			crashes := NewCrashes(uint64(len(point))+5, 0.08, 25, point)
+			h := New(t, Options{Seed: 13, Messages: 700, Poison: 13, Hooks: crashes})
+			if err := h.RunToCompletion(ctx, 60*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if crashes.Total() == 0 {
+				t.Fatalf("no crash was injected at %s: the test proves nothing", point)
+			}
+			h.RequireExactlyOnce(ctx)
+			bad, err := h.CheckDeadLetters(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range bad {
+				t.Error(b)
+			}
+		})
+	}
+}

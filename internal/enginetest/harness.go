@@ -87,6 +87,12 @@ type Options struct {
 	// not change when an output is re-sent from the outbox (decoded as
 	// uint64).
 	Uint32Bucket bool
+	// Poison, when positive, makes Counter fail on every input whose seq is
+	// a multiple of Poison — after counting it and emitting its count, so
+	// that the failed call has effects to undo — with a dead-letter stream
+	// "dead" delivered to the collecting sink "dead". Poisoned lists those
+	// seqs; Expected leaves them out.
+	Poison int
 }
 
 func (o *Options) defaults() {
@@ -126,6 +132,8 @@ type Harness struct {
 	Source  *testconn.Source
 	// Expected maps each key to how many input messages carry it.
 	Expected map[string]int
+	// Poisoned holds the seqs of the inputs Counter fails on (Options.Poison).
+	Poisoned map[int64]bool
 
 	rows  map[string][]weir.Row
 	logMu sync.Mutex
@@ -136,7 +144,7 @@ type Harness struct {
 func New(t testing.TB, o Options) *Harness {
 	t.Helper()
 	o.defaults()
-	h := &Harness{T: t, Opts: o, Expected: map[string]int{}}
+	h := &Harness{T: t, Opts: o, Expected: map[string]int{}, Poisoned: map[int64]bool{}}
 	st := o.Store
 	if st == nil {
 		s, err := pstore.Open(t.TempDir(), pstore.Options{Clock: o.Clock})
@@ -157,6 +165,10 @@ func New(t testing.TB, o Options) *Harness {
 		p := fmt.Sprintf("p%d", i%o.SourcePartitions)
 		k := fmt.Sprintf("k%03d", rnd.IntN(o.Keys))
 		parts[p] = append(parts[p], weir.Row{"key": k, "seq": int64(i), "event_ts": int64(i) * int64(time.Millisecond)})
+		if o.Poison > 0 && i%o.Poison == 0 {
+			h.Poisoned[int64(i)] = true
+			continue
+		}
 		h.Expected[k]++
 	}
 	h.Source = testconn.NewSource(parts)
@@ -192,6 +204,15 @@ func New(t testing.TB, o Options) *Harness {
 		c := pl.Computations["Counter"]
 		c.Code = testconn.TimerCounter()
 		c.Timers = map[string]plan.TimerPlan{"fire": {}}
+	}
+	if o.Poison > 0 {
+		c := pl.Computations["Counter"]
+		c.Code = poisonedCounter(o.Poison)
+		c.Outputs = append(c.Outputs, "dead")
+		c.DeadLetterStream = "dead"
+		c.Sinks = append(c.Sinks, plan.SinkPlan{ID: "dead", InputStream: "dead", New: func() (connector.Sink, error) {
+			return testconn.NewCollectSink("dead"), nil
+		}})
 	}
 	if o.Uint32Bucket {
 		pl.Computations["Reader"].Code = testconn.Uint32Bucketer(readerKind)
@@ -372,3 +393,52 @@ func (h *Harness) CheckAtLeastOnce(ctx context.Context) (dups int, bad []string,
 
 // sourceRows returns the generated input, per source partition.
 func (h *Harness) sourceRows() map[string][]weir.Row { return h.rows }
+
+// poisonedCounter is builtin.Counter failing, after it counted and emitted,
+// on every input whose seq is a multiple of every (Options.Poison).
+func poisonedCounter(every int) weir.Computation {
+	c := builtin.Counter()
+	count := c.OnMessage
+	c.OnMessage = func(ctx weir.Context, m *weir.Message, out weir.Output) error {
+		if err := count(ctx, m, out); err != nil {
+			return err
+		}
+		if seq, _ := m.Payload["seq"].(int64); seq%int64(every) == 0 {
+			return fmt.Errorf("poison: seq %d", seq)
+		}
+		return nil
+	}
+	return c
+}
+
+// CheckDeadLetters verifies that the sink "dead" committed one dead letter
+// per poisoned input, each naming it (Options.Poison).
+func (h *Harness) CheckDeadLetters(ctx context.Context) ([]string, error) {
+	rows, err := testconn.ReadCollected(ctx, h.Store, "dead")
+	if err != nil {
+		return nil, err
+	}
+	var bad []string
+	seen := map[int64]int{}
+	for _, r := range rows {
+		payload, _ := r.Row["payload"].(map[string]any)
+		seq, ok := payload["seq"].(int64)
+		if !ok || r.Row["computation"] != "Counter" || !strings.Contains(fmt.Sprint(r.Row["error"]), "poison: seq") {
+			bad = append(bad, fmt.Sprintf("dead letter %s is not a poisoned input's: %v", r.ID, r.Row))
+			continue
+		}
+		seen[seq]++
+	}
+	for seq := range h.Poisoned {
+		if seen[seq] != 1 {
+			bad = append(bad, fmt.Sprintf("poisoned input seq %d: %d dead letters, want 1", seq, seen[seq]))
+		}
+	}
+	for seq, n := range seen {
+		if !h.Poisoned[seq] {
+			bad = append(bad, fmt.Sprintf("input seq %d dead-lettered %d times, but it is not poisoned", seq, n))
+		}
+	}
+	sort.Strings(bad)
+	return bad, nil
+}
