@@ -76,7 +76,7 @@ type CompPlan struct {
 	// messages whose processing fails, instead of failing the partition
 	// (spec: dead_letter_stream).
 	DeadLetterStream string
-	Sinks   []SinkPlan
+	Sinks            []SinkPlan
 	// Timers maps timer stream names to their time type.
 	Timers map[string]TimerPlan
 
