@@ -22,6 +22,8 @@
 //
 //	job.go        Job, Config, New, Init (lease proof, restore), Run (the driver), Close
 //	epoch.go      Decision, Decide, Apply: the epoch in Flow's order
+//	deadletter.go dead_letter_stream: a failed call undone, its messages as dead
+//	              letters; messages skipped by the operator (tables/skip.go)
 //	usercode.go   the Context and Output user code sees; process (per key: timers,
 //	              then messages); materialize (ids and meta of outputs and timers)
 //	deliver.go    outputs to sinks and downstream partitions, backpressure-ordered
