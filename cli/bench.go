@@ -112,7 +112,7 @@ func runBench(o *Options, args []string) error {
 	cpuprofile := fs.String("cpuprofile", "", "with --one: write a CPU profile of the case to this file")
 	memprofile := fs.String("memprofile", "", "with --one: write a heap profile (in-use at the peak sample) to this file")
 	allocprofile := fs.String("allocprofile", "", "with --one: write a heap profile when the case ends, for its allocations over the whole case (go tool pprof -sample_index=alloc_space)")
-	if _, err := parse(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *broker {

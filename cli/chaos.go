@@ -44,7 +44,7 @@ func runChaos(o *Options, args []string) error {
 	procRuns := fs.Int("process-runs", 0, "process-level runs per example (counter, counter-async, external-state) with this binary")
 	procEvents := fs.Int("process-events", 20000, "events per process-level run")
 	out := fs.String("out", "", "write the figures table into this Markdown file, between its markers")
-	if _, err := parse(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	list := make([]uint64, 0, *seeds)

@@ -195,12 +195,18 @@ func isHelp(arg string) bool {
 	return false
 }
 
-// topUsage prints a command's overview: on stdout with exit 0 when args
-// ask for help, else on stderr as a usage error.
-func topUsage(o *Options, args []string, text string) error {
+// topUsage prints the overview of command name: on stdout with exit 0
+// when args ask for help, else on stderr as a usage error, after saying
+// what was wrong (no subcommand, or an unknown one).
+func topUsage(o *Options, name string, args []string, text string) error {
 	if len(args) > 0 && isHelp(args[0]) {
 		fmt.Fprintln(o.Stdout, text)
 		return nil
+	}
+	if len(args) == 0 {
+		fmt.Fprintf(o.Stderr, "weir %s: missing subcommand\n\n", name)
+	} else {
+		fmt.Fprintf(o.Stderr, "weir %s: unknown subcommand %s\n\n", name, echo(args[0]))
 	}
 	fmt.Fprintln(o.rawStderr, text)
 	return errUsage
@@ -232,6 +238,19 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// parseNoArgs parses a command's flags; a positional argument — a typo,
+// or a flag's value detached from it — is a usage error, not ignored.
+func parseNoArgs(fs *flag.FlagSet, args []string) error {
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr(fs, "unexpected argument %s (the command takes flags only)", echoArgs(pos))
+	}
+	return nil
 }
 
 // usageErr prints msg and the flag usage, and returns errUsage.

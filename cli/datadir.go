@@ -2,18 +2,20 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/connector/queue"
 	"github.com/weir-stream/weir/internal/codec"
 	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/store/open"
 	pstore "github.com/weir-stream/weir/store/pebble"
 )
 
@@ -38,13 +40,15 @@ func openStore(dir string) (store.Store, error) {
 // writing anything to it, for commands that only read: a mistyped --data
 // creates nothing.
 func openStoreMode(dir string, readOnly bool) (store.Store, error) {
-	if dir == "" {
-		return nil, errors.New("no data directory: pass --data DIR")
+	if err := checkDataDir(dir); err != nil {
+		return nil, err
 	}
 	if readOnly {
 		if _, err := os.Stat(filepath.Join(dir, storeSubdir)); err != nil {
 			return nil, noDataDir(dir)
 		}
+	} else if err := checkForeignDir(dir); err != nil {
+		return nil, err
 	} else if err := os.MkdirAll(filepath.Join(dir, storeSubdir), 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
@@ -61,49 +65,103 @@ func openStoreMode(dir string, readOnly bool) (store.Store, error) {
 	return st, nil
 }
 
+// checkDataDir refuses a --data value that is no directory: empty, or a
+// URL (postgres://… belongs in --store; taken as a path it would create a
+// directory named "postgres:" holding an empty store).
+func checkDataDir(dir string) error {
+	if dir == "" {
+		return errors.New("no data directory: pass --data DIR")
+	}
+	if scheme, ok := open.URLScheme(dir); ok {
+		if open.BackendOf(dir) == open.Postgres {
+			return fmt.Errorf("--data takes a directory, not a %s:// URL: pass the URL as --store URL", scheme)
+		}
+		return fmt.Errorf("--data takes a directory, not a %s:// URL", scheme)
+	}
+	return nil
+}
+
+// checkForeignDir refuses to make a data directory of an existing
+// directory that holds files of its own: a mistyped --data (the
+// repository's docs/, a home directory) would otherwise get a store/
+// and an admin.token among unrelated files. A directory that does not
+// exist, is empty, already holds a store, or holds only weir's own files
+// is accepted.
+func checkForeignDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	var foreign []string
+	for _, e := range entries {
+		switch e.Name() {
+		case storeSubdir:
+			return nil
+		case adminAddrFile, adminTokenFile:
+		default:
+			foreign = append(foreign, e.Name())
+		}
+	}
+	if len(foreign) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s is not a weir data directory (it has no %s/ but holds %s): "+
+		"pass a new or empty directory as --data, or the data directory of an existing pipeline", dir, storeSubdir, echoArgs(foreign))
+}
+
+// MaxRowBytes is the row size limit of 'weir queue write' (and of the
+// admin API's POST /queues/NAME/rows): one line of JSON, without its
+// newline, is at most 16 MiB. A write holds all its rows in memory until
+// its one commit, so a line is bounded rather than read whole.
+const MaxRowBytes = 16 << 20
+
+// errRowTooLong marks a line above MaxRowBytes.
+var errRowTooLong = fmt.Errorf("the line is longer than the row size limit of %d MiB (%d bytes)", MaxRowBytes>>20, MaxRowBytes)
+
 // writeRows reads JSON objects, one per line, and writes them to q in one
 // commit. partition < 0 spreads rows by the hash of their "key" column
 // (round-robin by line when absent). A malformed line rejects the whole
 // write, naming the line: invalid JSON or UTF-8, a repeated name, an
-// integer outside 64 bits (codec.RowFromJSON), or a "key" column that is a
-// list or a map, which no computation could group by.
+// integer outside 64 bits (codec.RowFromJSON), a "key" column that is a
+// list or a map, which no computation could group by, or a line longer
+// than MaxRowBytes. A rejected write wrote nothing: the rows are committed
+// together after the last line was read.
 func writeRows(ctx context.Context, q *queue.Queue, r io.Reader, partition int) (int, error) {
 	if partition < -1 || partition >= q.Partitions() {
 		return 0, fmt.Errorf("partition %d out of range: queue %s has partitions 0..%d; nothing was written", partition, q.Name(), q.Partitions()-1)
 	}
 	var rows []weir.Row
 	var parts []int
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" {
-			continue
-		}
-		row, err := codec.RowFromJSON([]byte(text))
-		if err != nil {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for line := 1; ; line++ {
+		b, err := readLine(br, MaxRowBytes)
+		if err != nil && err != io.EOF {
 			return 0, fmt.Errorf("line %d: %w; nothing was written", line, err)
 		}
-		if v := row["key"]; v != nil {
-			if _, err := codec.AppendKey(nil, v); err != nil {
-				return 0, fmt.Errorf("line %d: column \"key\" holds %s, which cannot be a key (weir partitions rows and groups them by it); "+
-					"write a string, number or boolean there; nothing was written", line, describeValue(v))
+		if text := bytes.TrimSpace(b); len(text) > 0 {
+			row, err := codec.RowFromJSON(text)
+			if err != nil {
+				return 0, fmt.Errorf("line %d: %w; nothing was written", line, err)
 			}
+			if v := row["key"]; v != nil {
+				if _, err := codec.AppendKey(nil, v); err != nil {
+					return 0, fmt.Errorf("line %d: column \"key\" holds %s, which cannot be a key (weir partitions rows and groups them by it); "+
+						"write a string, number or boolean there; nothing was written", line, describeValue(v))
+				}
+			}
+			p := partition
+			if p < 0 {
+				p = queue.PartitionOf(row, "key", q.Partitions(), []byte(fmt.Sprint(line)))
+			}
+			rows = append(rows, row)
+			parts = append(parts, p)
 		}
-		p := partition
-		if p < 0 {
-			p = queue.PartitionOf(row, "key", q.Partitions(), []byte(fmt.Sprint(line)))
+		if err == io.EOF {
+			break
 		}
-		if p >= q.Partitions() {
-			return 0, fmt.Errorf("partition %d out of range: queue %s has %d partitions; nothing was written", p, q.Name(), q.Partitions())
-		}
-		rows = append(rows, row)
-		parts = append(parts, p)
-	}
-	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("line %d: %w; nothing was written", line+1, err)
 	}
 	if len(rows) == 0 {
 		return 0, nil
@@ -112,6 +170,28 @@ func writeRows(ctx context.Context, q *queue.Queue, r io.Reader, partition int) 
 		return 0, fmt.Errorf("%w; nothing was written", err)
 	}
 	return len(rows), nil
+}
+
+// readLine returns the next line of br without its newline, or
+// errRowTooLong once it exceeds max bytes; io.EOF with the last line
+// when the input ends.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) > max+1 || len(line)+len(chunk) == max+1 && chunk[len(chunk)-1] != '\n' {
+			return nil, errRowTooLong
+		}
+		line = append(line, chunk...)
+		switch err {
+		case nil:
+			return line[:len(line)-1], nil
+		case bufio.ErrBufferFull:
+			continue
+		default:
+			return line, err
+		}
+	}
 }
 
 // readRows writes rows of q as JSON lines: one partition (partition >= 0)

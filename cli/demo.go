@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,13 +32,17 @@ func runDemo(o *Options, args []string) error {
 	events := fs.Int("events", 200000, "number of events to generate")
 	keys := fs.Int("keys", 1000, "number of distinct users (keys)")
 	parts := fs.Int("partitions", 4, "partitions of the input queue")
-	example := fs.String("example", "counter", "example spec to run: counter, counter-async, counter-alo or wordcount")
+	example := fs.String("example", "counter", "example spec to run: "+strings.Join(demoExamples, ", "))
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "random seed of the generated events")
-	if _, err := parse(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *events < 1 || *keys < 1 || *parts < 1 {
 		return usageErr(fs, "--events, --keys and --partitions must be positive")
+	}
+	if !slices.Contains(demoExamples, *example) {
+		return usageErr(fs, "--example %s: the demo runs %s (it generates their input and verifies their counts); the other examples run with weir run --spec examples/NAME/spec.yson (see the comments at the top of the spec)",
+			echo(*example), strings.Join(demoExamples, ", "))
 	}
 	if *dir == "" {
 		tmp, err := os.MkdirTemp("", "weir-demo-")
@@ -154,6 +159,11 @@ func runDemo(o *Options, args []string) error {
 	fmt.Fprintf(w, "  verified:    every key's counts are exactly 1..n, once each\n")
 	return nil
 }
+
+// demoExamples are the examples the demo can run: it generates their
+// input (events into the queue "events") and verifies their output (the
+// counts in the queue "counts").
+var demoExamples = []string{"counter", "counter-async", "counter-alo", "wordcount"}
 
 // generate writes page-view events with a skewed (Zipf) user distribution
 // and returns each user's event count; with words, each event is instead a

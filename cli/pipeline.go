@@ -11,7 +11,7 @@ func runPipeline(o *Options, args []string) error {
 	}
 	actions := map[string]bool{"status": true, "stop": true, "pause": true, "start": true, "console": true}
 	if len(args) == 0 || !actions[args[0]] {
-		return topUsage(o, args, `Usage: weir pipeline <status|stop|pause|start|console|skip> --data DIR
+		return topUsage(o, "pipeline", args, `Usage: weir pipeline <status|stop|pause|start|console|skip> --data DIR
 
   status  print the running pipeline's state, counters and partitions (JSON);
           "failing" lists partitions whose jobs keep failing (restarted with
@@ -37,7 +37,7 @@ sinks...) changed.`)
 	action := args[0]
 	fs := newFlags(o, "pipeline "+action, "--data DIR", "See 'weir pipeline --help'.")
 	dir := fs.String("data", "", "data directory of the running pipeline (required)")
-	if _, err := parse(fs, args[1:]); err != nil {
+	if err := parseNoArgs(fs, args[1:]); err != nil {
 		return err
 	}
 	if *dir == "" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weir-stream/weir/connector/queue"
 	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/store/open"
 )
 
 func runQueue(o *Options, args []string) error {
@@ -20,7 +21,7 @@ func runQueue(o *Options, args []string) error {
 		"create": queueCreate, "write": queueWrite, "read": queueRead, "list": queueList,
 	}
 	if len(args) == 0 || subs[args[0]] == nil {
-		return topUsage(o, args, `Usage: weir queue <create|write|read|list> [flags]
+		return topUsage(o, "queue", args, `Usage: weir queue <create|write|read|list> [flags]
 
   create --data DIR --partitions N NAME   create a queue with N partitions
   write  --data DIR [--partition P] NAME  write JSON objects (one per line) from stdin
@@ -29,27 +30,80 @@ func runQueue(o *Options, args []string) error {
   list   --data DIR                       list queues
 
 The commands open DIR's store directly, or go through the admin API of a
-weir run that holds it.`)
+weir run that holds it. On PostgreSQL (the distributed mode, weir run
+--store), pass --store postgres://… instead of --data DIR.
+
+A row (one line of 'write') is at most 16 MiB.`)
 	}
 	return subs[args[0]](o, args[1:])
 }
 
-// queueArgs parses a queue subcommand's flags (which include --data) and
-// returns its one queue NAME; a missing --data or NAME is a usage error.
-func queueArgs(fs *flag.FlagSet, args []string) (string, error) {
+// location is where a queue or table command finds its store: DIR's
+// embedded store (--data), or a PostgreSQL store (--store).
+type location struct {
+	data, store *string
+}
+
+// addLocation adds --data and --store to fs.
+func addLocation(fs *flag.FlagSet) location {
+	return location{
+		data:  fs.String("data", "", "data directory (this or --store is required)"),
+		store: fs.String("store", "", "a postgres:// URL: the PostgreSQL store of the distributed mode or of weir run --store, instead of --data"),
+	}
+}
+
+// check refuses neither or both of --data and --store.
+func (l location) check(fs *flag.FlagSet) error {
+	if (*l.data == "") == (*l.store == "") {
+		return usageErr(fs, "need --data DIR or --store URL (one of them)")
+	}
+	return nil
+}
+
+// queueArgs parses a queue or table subcommand's flags (which include
+// --data and --store) and returns its one NAME; a missing or extra NAME,
+// or not exactly one of --data and --store, is a usage error.
+func queueArgs(fs *flag.FlagSet, loc location, args []string) (string, error) {
 	pos, err := parse(fs, args)
 	if err != nil {
 		return "", err
 	}
-	if len(pos) != 1 || fs.Lookup("data").Value.String() == "" {
-		return "", usageErr(fs, "need --data DIR and exactly one queue NAME")
+	if err := loc.check(fs); err != nil {
+		return "", err
+	}
+	switch {
+	case len(pos) == 0:
+		return "", usageErr(fs, "need a NAME")
+	case len(pos) > 1:
+		return "", usageErr(fs, "want one NAME, got %d arguments (%s)", len(pos), echoArgs(pos))
 	}
 	return pos[0], nil
 }
 
-// withStore runs fn on DIR's store, or returns a client of the admin API
-// of the running weir that holds it.
-func withStore(dir string, readOnly bool, fn func(st store.Store) error) (remote *adminConn, err error) {
+// withStore runs fn on the store at loc, or returns a client of the admin
+// API of the running weir that holds DIR's store. A PostgreSQL store is
+// shared by every process: it is always opened directly. readOnly opens
+// an embedded store without writing to it (a mistyped --data creates
+// nothing).
+func withStore(loc location, readOnly bool, fn func(st store.Store) error) (remote *adminConn, err error) {
+	if *loc.store != "" {
+		if open.BackendOf(*loc.store) != open.Postgres {
+			if err := open.Check(*loc.store); err != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("--store takes a postgres:// URL; for a data directory pass --data %s", echo(*loc.store))
+		}
+		st, err := open.Store(context.Background(), *loc.store, open.Options{})
+		if err != nil {
+			return nil, err
+		}
+		defer st.Close()
+		return nil, fn(st)
+	}
+	dir := *loc.data
+	if err := checkDataDir(dir); err != nil {
+		return nil, err
+	}
 	if c, ok := runningAdmin(dir); ok {
 		return c, nil
 	}
@@ -62,15 +116,18 @@ func withStore(dir string, readOnly bool, fn func(st store.Store) error) (remote
 }
 
 func queueCreate(o *Options, args []string) error {
-	fs := newFlags(o, "queue create", "--data DIR --partitions N NAME", "Creates a queue with N partitions in DIR's store.")
-	dir := fs.String("data", "", "data directory (required)")
-	n := fs.Int("partitions", 1, "number of partitions")
-	name, err := queueArgs(fs, args)
+	fs := newFlags(o, "queue create", "(--data DIR | --store URL) --partitions N NAME", "Creates a queue with N partitions in the store.")
+	loc := addLocation(fs)
+	n := fs.Int("partitions", 0, fmt.Sprintf("number of partitions, 1 … %d (required)", queue.MaxPartitions))
+	name, err := queueArgs(fs, loc, args)
 	if err != nil {
 		return err
 	}
+	if *n == 0 {
+		return usageErr(fs, "need --partitions N")
+	}
 	ctx := context.Background()
-	remote, err := withStore(*dir, false, func(st store.Store) error {
+	remote, err := withStore(loc, false, func(st store.Store) error {
 		_, err := queue.Create(ctx, st, name, *n)
 		return err
 	})
@@ -85,18 +142,19 @@ func queueCreate(o *Options, args []string) error {
 }
 
 func queueWrite(o *Options, args []string) error {
-	fs := newFlags(o, "queue write", "--data DIR [--partition P] NAME < rows.jsonl",
+	fs := newFlags(o, "queue write", "(--data DIR | --store URL) [--partition P] NAME < rows.jsonl",
 		"Writes JSON objects, one per line, from stdin to the queue, all in one commit.\n"+
-			"Without --partition, rows are spread by a hash of their \"key\" column when\npresent (round-robin otherwise). A malformed line rejects the whole write.")
-	dir := fs.String("data", "", "data directory (required)")
+			"Without --partition, rows are spread by a hash of their \"key\" column when\npresent (round-robin otherwise). A malformed line, or one longer than\n"+
+			"16 MiB (the row size limit), rejects the whole write: nothing is written.")
+	loc := addLocation(fs)
 	part := fs.Int("partition", -1, "write every row to this partition")
-	name, err := queueArgs(fs, args)
+	name, err := queueArgs(fs, loc, args)
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
 	var n int
-	remote, err := withStore(*dir, false, func(st store.Store) error {
+	remote, err := withStore(loc, false, func(st store.Store) error {
 		q, err := queue.Open(ctx, st, name)
 		if err != nil {
 			return err
@@ -121,18 +179,23 @@ func queueWrite(o *Options, args []string) error {
 }
 
 func queueRead(o *Options, args []string) error {
-	fs := newFlags(o, "queue read", "--data DIR [--partition P] [--offset O] [--limit L] NAME",
-		"Prints rows as JSON lines: the row's columns plus $tablet_index, $row_index\nand $timestamp. Without --partition, every partition in turn.")
-	dir := fs.String("data", "", "data directory (required)")
+	fs := newFlags(o, "queue read", "(--data DIR | --store URL) [--partition P] [--offset O] [--limit L] NAME",
+		"Prints rows as JSON lines: the row's columns plus $tablet_index (the\n"+
+			"partition), $row_index (the offset) and $timestamp (when the row was\n"+
+			"written, microseconds since the Unix epoch). Without --partition, every\npartition in turn.")
+	loc := addLocation(fs)
 	part := fs.Int("partition", -1, "read only this partition")
 	off := fs.Uint64("offset", 0, "first row index to read (per partition)")
 	limit := fs.Int("limit", 0, "at most this many rows (0: all)")
-	name, err := queueArgs(fs, args)
+	name, err := queueArgs(fs, loc, args)
 	if err != nil {
 		return err
 	}
+	if *limit < 0 {
+		return usageErr(fs, "--limit %d: want 0 (all rows) or a positive count", *limit)
+	}
 	ctx := context.Background()
-	remote, err := withStore(*dir, true, func(st store.Store) error {
+	remote, err := withStore(loc, true, func(st store.Store) error {
 		q, err := queue.Open(ctx, st, name)
 		if err != nil {
 			return err
@@ -151,18 +214,23 @@ func queueList(o *Options, args []string) error {
 	return listCommand(o, args, "queue list", "Lists the queues with their partition counts and row counts.", "/queues", listQueues)
 }
 
-// listCommand runs a list subcommand that takes only --data DIR: list on
-// DIR's store, or GET path from the admin API of the weir run holding it.
+// listCommand runs a list subcommand that takes only --data DIR or
+// --store URL: list on the store, or GET path from the admin API of the
+// weir run holding DIR.
 func listCommand(o *Options, args []string, name, help, path string, list func(context.Context, store.Store, io.Writer) error) error {
-	fs := newFlags(o, name, "--data DIR", help)
-	dir := fs.String("data", "", "data directory (required)")
-	if _, err := parse(fs, args); err != nil {
+	fs := newFlags(o, name, "(--data DIR | --store URL)", help)
+	loc := addLocation(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
 		return err
 	}
-	if *dir == "" {
-		return usageErr(fs, "need --data DIR")
+	if err := loc.check(fs); err != nil {
+		return err
 	}
-	remote, err := withStore(*dir, true, func(st store.Store) error { return list(context.Background(), st, o.Stdout) })
+	if len(pos) > 0 {
+		return usageErr(fs, "takes no arguments, got %s", echoArgs(pos))
+	}
+	remote, err := withStore(loc, true, func(st store.Store) error { return list(context.Background(), st, o.Stdout) })
 	if remote != nil {
 		err = remote.call(http.MethodGet, path, "", nil, o.Stdout)
 	}

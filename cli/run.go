@@ -57,11 +57,27 @@ func runRun(o *Options, args []string) error {
 	progress := fs.Duration("progress", 2*time.Second, "progress line period on stderr (0: off)")
 	verbose := fs.Bool("v", false, "log job restarts and controller events")
 	drainTimeout := fs.Duration("drain-timeout", defaultDrainTimeout, "on SIGTERM/SIGINT, how long to drain before stopping hard (exit code 3; 0: no limit)")
-	if _, err := parse(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if (*dir == "" && *storeAddr == "") || *specPath == "" {
 		return usageErr(fs, "need --data DIR (or --store URL) and --spec FILE")
+	}
+	if *progress < 0 || *drainTimeout < 0 {
+		return usageErr(fs, "--progress %s, --drain-timeout %s: durations must not be negative (0: off / no limit)", *progress, *drainTimeout)
+	}
+	if *dir != "" {
+		if err := checkDataDir(*dir); err != nil {
+			return err
+		}
+	}
+	if *storeAddr != "" {
+		if err := open.Check(*storeAddr); err != nil {
+			return err
+		}
+		if open.BackendOf(*storeAddr) != open.Postgres {
+			return usageErr(fs, "--store takes a postgres:// URL; for an embedded store pass --data DIR")
+		}
 	}
 	// Signals are caught from here on: one that comes while the store
 	// opens and the pipeline starts is a drain once it runs, not an exit.

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -73,4 +74,30 @@ func appendSafe(dst, p []byte) []byte {
 // backwards.
 func isBidiControl(r rune) bool {
 	return r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x200e || r == 0x200f || r == 0x061c
+}
+
+// maxEcho bounds what an error echoes of a value the user passed: a
+// 100 KB name must not become a 100 KB error.
+const maxEcho = 200
+
+// echo returns s for an error message, quoted, cut to maxEcho bytes ("…
+// (N bytes)" says how long it was).
+func echo(s string) string {
+	if len(s) <= maxEcho {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", strings.ToValidUTF8(s[:maxEcho], ""), len(s))
+}
+
+// echoArgs echoes arguments, at most three of them.
+func echoArgs(args []string) string {
+	var parts []string
+	for i, a := range args {
+		if i == 3 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(args)-3))
+			break
+		}
+		parts = append(parts, echo(a))
+	}
+	return strings.Join(parts, " ")
 }

@@ -14,7 +14,7 @@ import (
 // pipeline's StaticTableSources.
 func runStaticTable(o *Options, args []string) error {
 	if len(args) == 0 || args[0] != "skip" {
-		return topUsage(o, args, `Usage: weir statictable skip --data DIR FILE...
+		return topUsage(o, "statictable", args, `Usage: weir statictable skip --data DIR FILE...
 
   skip --data DIR FILE...  mark input tables skipped in the pipeline's store:
                            their rows (from the partition's committed

@@ -18,7 +18,7 @@ func runStore(o *Options, args []string) error {
 		return runStoreInit(o, args[1:])
 	}
 	if len(args) == 0 || args[0] != "check" {
-		return topUsage(o, args, `Usage: weir store check --data DIR
+		return topUsage(o, "store", args, `Usage: weir store check --data DIR
        weir store init --store postgres://…
 
   init    create weir's schema in a PostgreSQL database, or migrate it to
@@ -35,7 +35,7 @@ func runStore(o *Options, args []string) error {
 	}
 	fs := newFlags(o, "store check", "--data DIR", "See 'weir store --help'.")
 	dir := fs.String("data", "", "data directory to check (required)")
-	if _, err := parse(fs, args[1:]); err != nil {
+	if err := parseNoArgs(fs, args[1:]); err != nil {
 		return err
 	}
 	if *dir == "" {

@@ -23,7 +23,7 @@ for each other. The URL takes the driver's parameters (sslmode, …) and
 weir_schema=NAME, the schema that holds the store (default weir; one schema
 is one store). Prefer PGPASSWORD or a ~/.pgpass file to a password in the URL.`)
 	target := fs.String("store", "", "the store's postgres:// URL (required)")
-	if _, err := parse(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *target == "" {

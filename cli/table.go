@@ -20,13 +20,15 @@ import (
 func runTable(o *Options, args []string) error {
 	subs := map[string]func(*Options, []string) error{"read": tableRead, "list": tableList}
 	if len(args) == 0 || subs[args[0]] == nil {
-		return topUsage(o, args, `Usage: weir table <read|list> [flags]
+		return topUsage(o, "table", args, `Usage: weir table <read|list> [flags]
 
   read --data DIR [--from KEY] [--to KEY] [--limit L] NAME
                          print the rows of external state table NAME as JSON
                          lines, in key order
   list --data DIR        list the external state tables with their key
                          columns and row counts
+
+On PostgreSQL, pass --store postgres://… instead of --data DIR.
 
 External state tables are declared by a spec's external_states and written
 by its computations (external_state_managers), atomically with their
@@ -40,18 +42,21 @@ weir run that holds it.`)
 }
 
 func tableRead(o *Options, args []string) error {
-	fs := newFlags(o, "table read", "--data DIR [--from KEY] [--to KEY] [--limit L] NAME",
+	fs := newFlags(o, "table read", "(--data DIR | --store URL) [--from KEY] [--to KEY] [--limit L] NAME",
 		"Prints the committed rows of external state table NAME as JSON lines, in key\norder, from the key prefix --from (inclusive) to --to (exclusive).")
-	dir := fs.String("data", "", "data directory (required)")
+	loc := addLocation(fs)
 	from := fs.String("from", "", "first key prefix, a JSON array (default: the table's start)")
 	to := fs.String("to", "", "key prefix to stop before, a JSON array (default: the table's end)")
 	limit := fs.Int("limit", 0, "at most this many rows (0: all)")
-	name, err := queueArgs(fs, args)
+	name, err := queueArgs(fs, loc, args)
 	if err != nil {
 		return err
 	}
+	if *limit < 0 {
+		return usageErr(fs, "--limit %d: want 0 (all rows) or a positive count", *limit)
+	}
 	ctx := context.Background()
-	remote, err := withStore(*dir, true, func(st store.Store) error {
+	remote, err := withStore(loc, true, func(st store.Store) error {
 		return readTable(ctx, st, o.Stdout, name, *from, *to, *limit)
 	})
 	if remote != nil {

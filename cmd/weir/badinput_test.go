@@ -7,6 +7,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -84,4 +85,139 @@ func weirOut(stdin string, args ...string) (err error, stdout, stderr string) {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// TestQueueWriteRowSizeLimit: a line above the row size limit (16 MiB)
+// rejects the whole write, naming the line and the limit, and nothing of
+// it is written; a line of exactly the limit is a row.
+func TestQueueWriteRowSizeLimit(t *testing.T) {
+	dir := t.TempDir()
+	weir(t, "", "queue", "create", "--data", dir, "--partitions", "1", "q")
+	const limit = 16 << 20
+	row := func(n int) string { // a JSON object of exactly n bytes
+		return `{"s":"` + strings.Repeat("x", n-8) + `"}`
+	}
+	in := `{"key":"a"}` + "\n" + row(limit+1) + "\n" + `{"key":"b"}` + "\n"
+	err, _, stderr := weirOut(in, "queue", "write", "--data", dir, "q")
+	if err == nil || !strings.Contains(stderr, "line 2: the line is longer than the row size limit of 16 MiB (16777216 bytes); nothing was written") {
+		t.Fatalf("a line of 16 MiB + 1: %v\n%.500s", err, stderr)
+	}
+	if got := weir(t, "", "queue", "read", "--data", dir, "q"); got != "" {
+		t.Fatalf("the refused write left rows: %.200q", got)
+	}
+	out := weir(t, row(limit)+"\n", "queue", "write", "--data", dir, "q")
+	if !strings.Contains(out, "wrote 1 row") {
+		t.Fatalf("a line of exactly 16 MiB: %s", out)
+	}
+	if got := weir(t, "", "queue", "read", "--data", dir, "q"); !strings.Contains(got, `"s":"`+strings.Repeat("x", 100)) || len(got) < limit {
+		t.Fatalf("the 16 MiB row read back as %d bytes", len(got))
+	}
+}
+
+// TestStoreURLsRefused: a URL of a backend weir lacks, or any URL passed
+// as --data, is refused, and no directory named after the scheme
+// ("mysql:", "postgres:") appears.
+func TestStoreURLsRefused(t *testing.T) {
+	cwd := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"run", "--store", "mysql://x", "--spec", "SPEC"}, `no store backend for this URL scheme "mysql"`},
+		{[]string{"run", "--data", "postgres://h/db", "--spec", "SPEC"}, "--data takes a directory, not a postgres:// URL: pass the URL as --store URL"},
+		{[]string{"queue", "create", "--data", "postgres://h/db", "--partitions", "1", "q"}, "--data takes a directory, not a postgres:// URL"},
+		{[]string{"queue", "create", "--store", "mysql://x", "--partitions", "1", "q"}, `no store backend for this URL scheme "mysql"`},
+		{[]string{"queue", "list", "--data", "s3://bucket/x"}, "--data takes a directory, not a s3:// URL"},
+		{[]string{"table", "list", "--store", t.TempDir()}, "--store takes a postgres:// URL; for a data directory pass --data"},
+	} {
+		for i, a := range c.args {
+			if a == "SPEC" {
+				c.args[i], _ = filepath.Abs(exampleSpec("counter"))
+			}
+		}
+		cmd := exec.Command(weirBin, c.args...)
+		cmd.Dir = cwd
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), c.says) {
+			t.Errorf("weir %v: %v\n%s\nwant %q", c.args, err, out, c.says)
+		}
+	}
+	if entries, _ := os.ReadDir(cwd); len(entries) != 0 {
+		t.Fatalf("refused addresses created %v", entries)
+	}
+}
+
+// TestDataDirRefusesForeignDir: 'weir demo --data DIR' (and any command
+// that creates a store) refuses an existing directory holding other files
+// and no store, and writes nothing into it; an empty directory is
+// accepted.
+func TestDataDirRefusesForeignDir(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "notes.md"), []byte("mine"), 0o644)
+	for _, args := range [][]string{
+		{"demo", "--data", dir, "--events", "10"},
+		{"queue", "create", "--data", dir, "--partitions", "1", "q"},
+		{"run", "--data", dir, "--spec", exampleSpec("counter"), "--progress", "0"},
+	} {
+		out := weirFails(t, "", args...)
+		if !strings.Contains(out, dir+` is not a weir data directory (it has no store/ but holds "notes.md")`) {
+			t.Errorf("weir %v: %s", args, out)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("the refused directory now holds %v", entries)
+	}
+	empty := t.TempDir()
+	weir(t, "", "queue", "create", "--data", empty, "--partitions", "1", "q")
+	weir(t, "", "queue", "create", "--data", empty, "--partitions", "1", "r") // a data directory now
+	if !exists(filepath.Join(empty, "store")) {
+		t.Fatal("no store in the empty directory")
+	}
+}
+
+// TestValuesRefused: values that used to be accepted silently (or failed
+// with a library's message) are usage errors saying what is wrong.
+func TestValuesRefused(t *testing.T) {
+	dir, _ := setup(t, 10, 2, 1)
+	spec := exampleSpec("counter")
+	specDir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(specDir, name)
+		os.WriteFile(p, []byte(text), 0o644)
+		return p
+	}
+	long := strings.Repeat("n", 100000)
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"run", "--data", dir, "--spec", spec, "--drain-timeout", "-5s"}, "durations must not be negative"},
+		{[]string{"run", "--data", dir, "--spec", spec, "--progress", "-1s"}, "durations must not be negative"},
+		{[]string{"run", "--data", dir, "--spec", spec, "extra"}, `unexpected argument "extra"`},
+		{[]string{"pipeline", "status", "--data", dir, "extra"}, `unexpected argument "extra"`},
+		{[]string{"queue", "read", "--data", dir, "--limit", "-5", "events"}, "--limit -5: want 0 (all rows) or a positive count"},
+		{[]string{"queue", "read", "--data", dir, "events", "counts"}, `want one NAME, got 2 arguments ("events" "counts")`},
+		{[]string{"queue", "list", "--data", dir, "events"}, `takes no arguments, got "events"`},
+		{[]string{"table", "read", "--data", dir, "--limit", "-1", "key_counts"}, "--limit -1: want 0 (all rows) or a positive count"},
+		{[]string{"queue", "create", "--data", dir, "q"}, "need --partitions N"},
+		{[]string{"pipeline", "frob"}, `weir pipeline: unknown subcommand "frob"`},
+		{[]string{"queue"}, "weir queue: missing subcommand"},
+		{[]string{"demo", "--example", "service-log"}, "--example \"service-log\": the demo runs counter, counter-async, counter-alo, wordcount"},
+		{[]string{"run", "--data", dir, "--spec", write("octal.yaml", "computations:\n  Counter:\n    computation_class_name: Counter\n    partition_count: 010\n")},
+			"computations.Counter.partition_count: 010 at line 4 has a leading zero, which YAML reads as an octal number"},
+		{[]string{"run", "--data", dir, "--spec", write("big.yson", `"computations" = {"C" = {"partition_count" = 99999999999999999999999}};`)},
+			"computations.C.partition_count: 99999999999999999999999 is out of range: a YSON integer is 64-bit"},
+		{[]string{"run", "--data", dir, "--spec", write("commas.yson", `"computations" = {"C" = {"group_by" = ["a", "b"]}};`)},
+			"YSON separates list items and map entries with ';', not ','"},
+		{[]string{"run", "--data", dir, "--spec", write("long.yson", `"computations" = {"`+long+`" = {"computation_class_name" = "`+long+`"}};`)},
+			"…(100000 bytes)"},
+	} {
+		err, _, stderr := weirOut("", c.args...)
+		if err == nil || !strings.Contains(stderr, c.says) {
+			t.Errorf("weir %.200v: %v\n%.2000s\nwant %q", c.args, err, stderr, c.says)
+		}
+		if len(stderr) > 10000 {
+			t.Errorf("weir %.200v: %d bytes of stderr", c.args, len(stderr))
+		}
+	}
 }

@@ -111,7 +111,7 @@ func Open(ctx context.Context, st store.Store, name string) (*Queue, error) {
 		return nil, fmt.Errorf("open queue %s: %w", name, err)
 	}
 	if !ok {
-		return nil, fmt.Errorf("queue %q: %w (create it with: weir queue create --data DIR --partitions N %s)", name, ErrNotFound, name)
+		return nil, fmt.Errorf("queue %q: %w (create it with: weir queue create --data DIR --partitions N %s; on PostgreSQL, --store URL instead of --data DIR)", name, ErrNotFound, name)
 	}
 	n, err := decodeMeta(v)
 	if err != nil {

@@ -5,6 +5,10 @@
 //   - postgres://… or postgresql://… — store/postgres (the driver's URL,
 //     plus weir_schema=NAME to pick the schema; default "weir"); the
 //     schema must have been created with Init (weir store init);
+//   - any other URL (a scheme followed by "://", such as mysql://…) is
+//     refused (ErrUnknownScheme): weir has no such backend, and taking it
+//     for a path would create an empty embedded store in a directory named
+//     "mysql:";
 //   - anything else is a directory path — store/pebble, the embedded store.
 package open
 
@@ -29,12 +33,44 @@ const (
 	Postgres Backend = "postgres"
 )
 
-// BackendOf tells which backend serves target.
+// BackendOf tells which backend serves target (Check tells whether any
+// does).
 func BackendOf(target string) Backend {
 	if strings.HasPrefix(target, "postgres://") || strings.HasPrefix(target, "postgresql://") {
 		return Postgres
 	}
 	return Pebble
+}
+
+// ErrUnknownScheme marks an address that is a URL of no backend weir has.
+var ErrUnknownScheme = errors.New("no store backend for this URL scheme")
+
+// Check refuses an address that is a URL weir has no backend for: a
+// scheme (letters, digits, '+', '-', '.') followed by "://". Such an
+// address is a mistake, never a directory.
+func Check(target string) error {
+	if scheme, ok := URLScheme(target); ok && BackendOf(target) != Postgres {
+		return fmt.Errorf("store address: %w %q: want a postgres:// URL or a directory", ErrUnknownScheme, scheme)
+	}
+	return nil
+}
+
+// URLScheme returns the scheme of target when it has the form
+// scheme://…, the form of a URL rather than a path.
+func URLScheme(target string) (string, bool) {
+	i := strings.Index(target, "://")
+	if i <= 0 {
+		return "", false
+	}
+	for j, c := range target[:i] {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case j > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return "", false
+		}
+	}
+	return target[:i], true
 }
 
 // Options apply to every backend.
@@ -50,6 +86,9 @@ type Options struct {
 func Store(ctx context.Context, target string, o Options) (store.Store, error) {
 	if target == "" {
 		return nil, errors.New("store: empty address: want a directory or a postgres:// URL")
+	}
+	if err := Check(target); err != nil {
+		return nil, err
 	}
 	switch BackendOf(target) {
 	case Postgres:

@@ -1,6 +1,8 @@
 package open
 
 import (
+	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -71,5 +73,25 @@ func TestOpenEach(t *testing.T) {
 	txn.Put("t", []byte("k"), []byte("v"))
 	if err := s.Commit(ctx, txn); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUnknownSchemeRefused: a URL of a backend weir lacks is refused, and
+// no directory named after its scheme appears.
+func TestUnknownSchemeRefused(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, target := range []string{"mysql://x", "sqlite:///tmp/db", "file://data", "Postgres+ssl://h/db"} {
+		_, err := Store(t.Context(), target, Options{})
+		if !errors.Is(err, ErrUnknownScheme) {
+			t.Errorf("Store(%q) = %v, want ErrUnknownScheme", target, err)
+		}
+	}
+	if entries, _ := os.ReadDir("."); len(entries) != 0 {
+		t.Fatalf("refused addresses created %v", entries)
+	}
+	for _, path := range []string{"data", "/var/lib/weir", "a:b/c", "dir/x://y"} {
+		if err := Check(path); err != nil {
+			t.Errorf("Check(%q) = %v, want nil (a path)", path, err)
+		}
 	}
 }
