@@ -194,6 +194,9 @@ func (s *Store) apply(b *pebbledb.Batch) (err error) {
 		}
 		if err != nil {
 			s.markBroken(err)
+			if isNoSpace(err) {
+				err = noSpaceError(s.fs, s.dir, err) // see nospace.go
+			}
 			err = &store.AmbiguousError{Err: fmt.Errorf("pebble store: commit: %w", err)}
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 )
@@ -14,7 +15,8 @@ import (
 //     WALs", flushes, compactions), which is noise for an embedded store.
 //   - Errorf goes to the Store's slog.Logger at Error level. Pebble uses it for
 //     background failures it retries (a failed flush or compaction); errors of
-//     calls still reach the caller as returned errors.
+//     calls still reach the caller as returned errors. A background failure
+//     for lack of space is not logged but breaks the Store (nospace.go).
 //   - Fatalf marks the Store broken and panics with a fatalPanic. Pebble calls
 //     Fatalf when it cannot go on safely, and its default logger exits the
 //     process, so Fatalf must never return: in particular DB.Apply calls it
@@ -28,6 +30,9 @@ type pebbleLogger struct {
 	log       *slog.Logger
 	onFatal   func(error)
 	onCorrupt func(pebbledb.DataCorruptionInfo)
+	// onNoSpace gets a background error that is a full disk (nospace.go);
+	// nil: such errors are logged like any other.
+	onNoSpace func(error)
 }
 
 var _ pebbledb.Logger = (*pebbleLogger)(nil)
@@ -40,7 +45,9 @@ func (l *pebbleLogger) Errorf(format string, args ...any) {
 
 func (l *pebbleLogger) Fatalf(format string, args ...any) {
 	err := fatalError(format, args...)
-	l.log.LogAttrs(context.Background(), slog.LevelError, err.Error())
+	if !isNoSpace(err) { // a full disk: the caller reports the returned error once
+		l.log.LogAttrs(context.Background(), slog.LevelError, err.Error())
+	}
 	l.onFatal(err)
 	panic(fatalPanic{err: err})
 }
@@ -68,6 +75,15 @@ func fatalError(format string, args ...any) error {
 func eventListener(l *pebbleLogger) *pebbledb.EventListener {
 	return &pebbledb.EventListener{
 		BackgroundError: func(err error) {
+			if l.onNoSpace != nil && isNoSpace(err) {
+				// Not logged: the Store breaks and its callers report the
+				// *NoSpaceError. Pebble retries the flush or compaction at
+				// once and forever; this callback runs on that goroutine, so
+				// pausing here slows the retries.
+				l.onNoSpace(err)
+				time.Sleep(noSpaceRetryPause)
+				return
+			}
 			l.Errorf("background error: %v", err)
 		},
 		DataCorruption: func(info pebbledb.DataCorruptionInfo) {

@@ -27,6 +27,8 @@
 // consistent (every acknowledged commit present, every ambiguous one wholly
 // present or wholly absent), and reads on it resolve the ambiguity truthfully.
 // AbortLease, LeaseState, Now and Close keep working on a broken Store.
+// A full disk breaks the Store with a *NoSpaceError, which is neither damage
+// nor lost data (see nospace.go).
 // Pebble itself panics on a few unrecoverable failures (a failed MANIFEST
 // sync in a background flush, a failed WAL rotation); like Pebble's default
 // logger exiting the process, those end the process, and a restart recovers.
@@ -229,7 +231,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{dir: dir, fs: noPreallocFS{opts.FS}, log: opts.Logger, clock: opts.Clock, readOnly: opts.ReadOnly, brokenCh: make(chan struct{})}
 	s.ts.reserve = opts.TimestampReserve
 
-	logger := &pebbleLogger{log: opts.Logger, onFatal: s.markBroken, onCorrupt: s.markCorrupt}
+	logger := &pebbleLogger{log: opts.Logger, onFatal: s.markBroken, onCorrupt: s.markCorrupt, onNoSpace: s.markBroken}
 	po := &pebbledb.Options{
 		FS:                          s.fs,
 		ReadOnly:                    opts.ReadOnly,
@@ -252,8 +254,20 @@ func Open(dir string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("pebble store: open %s read-only: %w", dir, err)
 		}
 	}
-	db, err := pebbledb.Open(dir, po)
+	if !opts.ReadOnly {
+		if err := pendingOpen(opts.FS, dir); err != nil {
+			return nil, err
+		}
+		if err := checkSpace(opts.FS, dir); err != nil {
+			return nil, err
+		}
+	}
+	db, err := s.openPebble(dir, po)
 	if err != nil {
+		var ns *NoSpaceError
+		if errors.As(err, &ns) {
+			return nil, err
+		}
 		if pebbledb.IsCorruptionError(err) {
 			return nil, &CorruptError{File: damagedFile(dir, err), What: "Pebble cannot open it", Err: err}
 		}
@@ -273,6 +287,43 @@ func Open(dir string, opts Options) (*Store, error) {
 	s.stopMarks, s.marksDone = make(chan struct{}), make(chan struct{})
 	go s.commitMarkLoop()
 	return s, nil
+}
+
+// openPebble runs pebbledb.Open. On a full disk Pebble's Open waits
+// forever for the flush of the recovered write-ahead log (see nospace.go):
+// when the Store breaks for lack of space meanwhile, openPebble returns the
+// *NoSpaceError and leaves Pebble's Open running; it closes the database
+// once that Open returns (space was freed), and pendingOpens refuses
+// another Open of dir until then.
+func (s *Store) openPebble(dir string, po *pebbledb.Options) (*pebbledb.DB, error) {
+	type result struct {
+		db  *pebbledb.DB
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		db, err := pebbledb.Open(dir, po)
+		done <- result{db, err}
+	}()
+	select {
+	case r := <-done:
+		return r.db, r.err
+	case <-s.brokenCh:
+	}
+	var ns *NoSpaceError
+	if !errors.As(s.brokenErr(), &ns) {
+		r := <-done // a corruption: Pebble's Open fails by itself
+		return r.db, r.err
+	}
+	finished := make(chan struct{})
+	pendingOpens.Store(openKey(dir), finished)
+	go func() {
+		if r := <-done; r.err == nil {
+			r.db.Close()
+		}
+		close(finished)
+	}()
+	return nil, ns
 }
 
 // commitMarkPeriod is how often COMMIT-MARK is brought up to date.
@@ -382,6 +433,9 @@ func (s *Store) enterUsable() error {
 // markBroken records the first write failure. Safe to call more than once and
 // from Pebble's logger.
 func (s *Store) markBroken(cause error) {
+	if isNoSpace(cause) {
+		cause = noSpaceError(s.fs, s.dir, cause)
+	}
 	s.brokenMu.Lock()
 	defer s.brokenMu.Unlock()
 	if s.broken == nil {

@@ -1,0 +1,168 @@
+package pebble
+
+// A full disk. What Pebble (v2.1) does when a write meets ENOSPC, and what
+// the Store makes of it:
+//
+//   - A flush or compaction that cannot write its table reports a
+//     background error and is retried at once, without end and without
+//     backoff (Pebble's own TODO); Pebble's Open waits for the flush of the
+//     recovered write-ahead log, so on a full disk it never returns. The
+//     Store breaks with a *NoSpaceError on the first such error, logs
+//     nothing for it (the caller reports the returned error once), and
+//     slows the retries to one per noSpaceRetryPause. Open gives up with a
+//     *NoSpaceError as soon as the flush fails; Pebble's Open goes on in
+//     the background and, once space is freed, completes and is closed
+//     again, releasing the directory (pendingOpens).
+//   - A commit whose write-ahead-log write or sync fails: DB.Apply calls
+//     Logger.Fatalf for a failure before the batch was applied and for one
+//     after it (applied to the memtable, its log record maybe complete,
+//     maybe torn), with the same message, so the Store cannot tell them
+//     apart. The commit fails with a *store.AmbiguousError wrapping the
+//     *NoSpaceError, and the Store is broken: a reopen replays only what
+//     reached the log, and reads on the reopened store resolve the commit
+//     (wholly present or wholly absent). It is not damage: every
+//     acknowledged commit is in the log.
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/weir-stream/weir/store"
+)
+
+// NoSpaceError says the filesystem under a store is full (ENOSPC, or
+// EDQUOT: a disk quota reached). It matches store.ErrUnusable, not
+// store.ErrCorrupt: the Store that met it is broken and must be closed and
+// opened again once Free has grown to Need; nothing acknowledged is lost.
+type NoSpaceError struct {
+	// Dir is the store's directory.
+	Dir string
+	// Free is the space available there when the error was seen, in bytes.
+	Free uint64
+	// Need is the free space the store needs before it is opened again: a
+	// lower bound (the flush of its write-ahead log plus a margin), not a
+	// promise that its compactions will fit.
+	Need uint64
+	// Err is the failure Pebble reported.
+	Err error
+}
+
+func (e *NoSpaceError) Error() string {
+	return fmt.Sprintf("no space left on the device of %s: %s free, at least %s needed (%s)",
+		e.Dir, ByteSize(e.Free), ByteSize(e.Need), firstLine(e.Err))
+}
+
+// Is makes errors.Is(err, store.ErrUnusable) true.
+func (e *NoSpaceError) Is(target error) bool { return target == store.ErrUnusable }
+
+// Unwrap returns Pebble's error.
+func (e *NoSpaceError) Unwrap() error { return e.Err }
+
+// noSpaceMargin is added to the size of the write-ahead logs in
+// NoSpaceError.Need: a new log, a MANIFEST edit and the first commits.
+const noSpaceMargin = 1 << 20
+
+// noSpaceRetryPause slows Pebble's endless retries of a flush or
+// compaction that failed for lack of space (each retry is otherwise
+// immediate: 88 MB of log in 9 minutes).
+const noSpaceRetryPause = time.Second
+
+// isNoSpace reports whether err is a full filesystem or quota.
+func isNoSpace(err error) bool {
+	return err != nil && (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
+		strings.Contains(err.Error(), syscall.ENOSPC.Error()))
+}
+
+// Space returns the bytes free on the filesystem of the store in dir and
+// the bytes it needs free to open (NoSpaceError.Need).
+func Space(dir string) (free, need uint64, err error) {
+	return space(vfs.Default, dir)
+}
+
+func space(fs vfs.FS, dir string) (free, need uint64, err error) {
+	du, err := fs.GetDiskUsage(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	need = noSpaceMargin
+	names, _ := fs.List(dir)
+	for _, n := range names {
+		if strings.HasSuffix(n, ".log") {
+			if fi, err := fs.Stat(fs.PathJoin(dir, n)); err == nil {
+				need += uint64(fi.Size())
+			}
+		}
+	}
+	return du.AvailBytes, need, nil
+}
+
+// noSpaceError wraps cause as a *NoSpaceError of dir (cause itself if it
+// is one already).
+func noSpaceError(fs vfs.FS, dir string, cause error) *NoSpaceError {
+	var ns *NoSpaceError
+	if errors.As(cause, &ns) {
+		return ns
+	}
+	free, need, _ := space(fs, dir)
+	return &NoSpaceError{Dir: dir, Free: free, Need: need, Err: cause}
+}
+
+// checkSpace fails with a *NoSpaceError when dir (an existing store) has
+// less free space than it needs to open: Pebble's Open would wait forever
+// for the flush of the recovered log.
+func checkSpace(fs vfs.FS, dir string) error {
+	free, need, err := space(fs, dir)
+	if err != nil || free >= need {
+		return nil // a new directory, or no figures: Open finds out
+	}
+	return &NoSpaceError{Dir: dir, Free: free, Need: need, Err: syscall.ENOSPC}
+}
+
+// pendingOpens holds, by directory, the Pebble opens that Open gave up on
+// for lack of space; each channel is closed when its open has finished and
+// the database is closed again. An Open of the same directory meanwhile
+// fails with a *NoSpaceError (the directory is still locked by it).
+var pendingOpens sync.Map // string → chan struct{}
+
+// pendingOpen returns a *NoSpaceError if an abandoned open of dir is still
+// waiting for space.
+func pendingOpen(fs vfs.FS, dir string) error {
+	v, ok := pendingOpens.Load(openKey(dir))
+	if !ok {
+		return nil
+	}
+	select {
+	case <-v.(chan struct{}):
+		return nil
+	default:
+		return noSpaceError(fs, dir, fmt.Errorf("an earlier open of %s is still waiting for space: %w", dir, syscall.ENOSPC))
+	}
+}
+
+func openKey(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
+}
+
+// ByteSize formats n bytes for a person: "512 B", "3.1 MiB".
+func ByteSize(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

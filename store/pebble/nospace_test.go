@@ -1,0 +1,130 @@
+package pebble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/weir-stream/weir/store"
+)
+
+// tableNoSpace fails every write of a table file with ENOSPC while full
+// is set: a flush or compaction on a full disk.
+type tableNoSpace struct{ full atomic.Bool }
+
+func (f *tableNoSpace) String() string { return "tableNoSpace" }
+
+func (f *tableNoSpace) MaybeError(op errorfs.Op) error {
+	if f.full.Load() && strings.HasSuffix(op.Path, ".sst") && (op.Kind == errorfs.OpFileWrite || op.Kind == errorfs.OpCreate) {
+		return fmt.Errorf("write %s: %w", op.Path, syscall.ENOSPC)
+	}
+	return nil
+}
+
+// TestOpenOnFullDiskFails: Pebble's Open waits for the flush of the
+// recovered log, which on a full disk fails and is retried forever. Open
+// returns a *NoSpaceError (store.ErrUnusable, not store.ErrCorrupt) within
+// seconds instead; once space is back, the directory opens again with
+// every commit.
+func TestOpenOnFullDiskFails(t *testing.T) {
+	mem := vfs.NewMem()
+	inj := &tableNoSpace{}
+	fs := wrapFS(mem, inj)
+	s, err := Open("db", Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := store.NewTxn()
+	txn.Put(store.FlowState, []byte("k"), []byte("v"))
+	if err := s.Commit(context.Background(), txn); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	inj.full.Store(true)
+	start := time.Now()
+	_, err = Open("db", Options{FS: fs})
+	var ns *NoSpaceError
+	if !errors.As(err, &ns) || !errors.Is(err, store.ErrUnusable) || errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("Open on a full disk: %v, want a *NoSpaceError", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Open took %v", d)
+	}
+	if !strings.Contains(err.Error(), "no space left on the device of db") || !strings.Contains(err.Error(), "needed") {
+		t.Fatalf("the error names neither the directory nor the space needed: %v", err)
+	}
+	// The abandoned open still holds the directory: refused the same way.
+	if _, err := Open("db", Options{FS: fs}); !errors.As(err, &ns) {
+		t.Fatalf("a second Open while the first waits: %v", err)
+	}
+
+	inj.full.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, err = Open("db", Options{FS: fs})
+		if err == nil {
+			break
+		}
+		if !errors.As(err, &ns) || time.Now().After(deadline) {
+			t.Fatalf("Open once space is back: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	defer s.Close()
+	if v, ok, err := s.Get(context.Background(), store.FlowState, []byte("k")); err != nil || !ok || string(v) != "v" {
+		t.Fatalf("after the reopen: %q %v %v", v, ok, err)
+	}
+}
+
+// TestFlushOnFullDiskBreaksStore: a background flush that fails for lack
+// of space breaks the Store with a *NoSpaceError, quietly (no log line per
+// retry) and without damage.
+func TestFlushOnFullDiskBreaksStore(t *testing.T) {
+	mem := vfs.NewMem()
+	inj := &tableNoSpace{}
+	var logged atomic.Int64
+	s, err := Open("db", Options{FS: wrapFS(mem, inj), Logger: slog.New(countingHandler{&logged}), MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inj.full.Store(true)
+	ctx := context.Background()
+	var cerr error
+	for i := 0; i < 2000 && cerr == nil; i++ {
+		txn := store.NewTxn()
+		txn.Put(store.FlowState, fmt.Appendf(nil, "k%05d", i), make([]byte, 4<<10))
+		cerr = s.Commit(ctx, txn)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for cerr == nil {
+		_, _, cerr = s.Get(ctx, store.FlowState, []byte("k00000"))
+		if time.Now().After(deadline) {
+			t.Fatal("the store did not break on a failing flush")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var ns *NoSpaceError
+	if !errors.As(cerr, &ns) || errors.Is(cerr, store.ErrCorrupt) {
+		t.Fatalf("after a flush failed for space: %v, want a *NoSpaceError", cerr)
+	}
+	time.Sleep(2 * noSpaceRetryPause)
+	if n := logged.Load(); n > 0 {
+		t.Fatalf("%d log lines for a full disk, want none (the caller reports the error)", n)
+	}
+	inj.full.Store(false)
+	if err := s.Close(); err != nil && !errors.Is(err, store.ErrUnusable) {
+		t.Logf("close: %v", err)
+	}
+}
