@@ -66,14 +66,18 @@ func (e *UserCodeError) Error() string {
 		fmt.Fprintf(&b, " (source %s, partition %s, offsets %d … %d)", e.Source, e.SourcePartition, e.Offsets[0], e.Offsets[n-1])
 	}
 	fmt.Fprintf(&b, ": %v", e.Err)
-	if hint := e.skipHint(); hint != "" {
-		b.WriteString(" (")
-		b.WriteString(hint)
-		b.WriteString(")")
-	}
 	for _, f := range e.Stack {
 		b.WriteString("\n\tat ")
 		b.WriteString(f)
+	}
+	if hint := e.skipHint(); hint != "" {
+		if len(e.Stack) > 0 {
+			b.WriteString("\n\t(")
+		} else {
+			b.WriteString(" (")
+		}
+		b.WriteString(hint)
+		b.WriteString(")")
 	}
 	return b.String()
 }
