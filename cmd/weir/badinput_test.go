@@ -5,6 +5,7 @@ package main
 // log line, a silently created store or a silently accepted value.
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weir-stream/weir/store/postgres/pgtest"
 )
 
 // TestStderrEscapesRowText: a row whose column names hold an ESC sequence
@@ -219,5 +222,50 @@ func TestValuesRefused(t *testing.T) {
 		if len(stderr) > 10000 {
 			t.Errorf("weir %.200v: %d bytes of stderr", c.args, len(stderr))
 		}
+	}
+}
+
+// TestQueuesAndTablesOnPostgres: with --store postgres://… the queue and
+// table commands work on PostgreSQL, so the external-state example runs
+// on it from the command line alone: create and write the input queue,
+// run, read the output queue and the table, list both; a missing queue's
+// hint names --store.
+func TestQueuesAndTablesOnPostgres(t *testing.T) {
+	base := pgtest.URL(t)
+	url := pgtest.WithParam(base, "weir_schema", pgtest.Schema(t, base))
+	weir(t, "", "store", "init", "--store", url)
+	weir(t, "", "queue", "create", "--store", url, "--partitions", "2", "events")
+	weir(t, "", "queue", "create", "--store", url, "--partitions", "2", "counts")
+	var in strings.Builder
+	for i := 0; i < 30; i++ {
+		fmt.Fprintf(&in, `{"key":"k%d","i":%d}`+"\n", i%3, i)
+	}
+	if out := weir(t, in.String(), "queue", "write", "--store", url, "events"); !strings.Contains(out, "wrote 30 rows to events") {
+		t.Fatalf("queue write --store: %s", out)
+	}
+	weir(t, "", "run", "--store", url, "--spec", exampleSpec("external-state"), "--progress", "0")
+	if got := strings.Count(weir(t, "", "queue", "read", "--store", url, "counts"), "\n"); got != 30 {
+		t.Fatalf("queue read --store counts: %d rows, want 30", got)
+	}
+	if out := weir(t, "", "queue", "read", "--store", url, "--limit", "2", "events"); strings.Count(out, "\n") != 2 || !strings.Contains(out, `"$timestamp":`) {
+		t.Fatalf("queue read --store --limit 2: %s", out)
+	}
+	if out := weir(t, "", "queue", "list", "--store", url); !strings.Contains(out, "events\t2 partitions\t30 rows") || !strings.Contains(out, "counts\t2 partitions\t30 rows") {
+		t.Fatalf("queue list --store: %s", out)
+	}
+	if out := weir(t, "", "table", "list", "--store", url); !strings.Contains(out, "key_counts\tkey ") || !strings.Contains(out, "\t3 rows") {
+		t.Fatalf("table list --store: %s", out)
+	}
+	out := weir(t, "", "table", "read", "--store", url, "key_counts")
+	for k := 0; k < 3; k++ {
+		if !strings.Contains(out, fmt.Sprintf(`"count":10,"key":"k%d"`, k)) {
+			t.Fatalf("table read --store: %s", out)
+		}
+	}
+	if out := weirFails(t, "{}\n", "queue", "write", "--store", url, "nope"); !strings.Contains(out, "on PostgreSQL, --store URL instead of --data DIR") {
+		t.Fatalf("write to a missing queue on PostgreSQL: %s", out)
+	}
+	if strings.Contains(out, "password") {
+		t.Fatalf("an error shows the URL's password: %s", out)
 	}
 }
