@@ -122,6 +122,45 @@ func TestConsoleInChromium(t *testing.T) {
 	}
 }
 
+// TestConsoleLargeGraphInChromium: a pipeline of 25 computations (a
+// reader fanning out to six chains of four counters) draws every node at
+// actual size, readable and without overlaps, scrolling in its box rather
+// than the page, at 1400 px and at 420 px.
+func TestConsoleLargeGraphInChromium(t *testing.T) {
+	consoleTools(t)
+	dir, _ := setup(t, 300, 10, 43)
+	var comps, streams strings.Builder
+	comps.WriteString(`"Reader" = {"computation_class_name" = "SwiftPassthrough"; "source_streams" = {"events" = {"source_class_name" = "QueueSource";
+        "parameters" = {"queue_path" = "events"; "consumer_path" = "c"; "finite" = %false}}}; "output_stream_ids" = ["words"]};
+`)
+	streams.WriteString(`"words" = {}; `)
+	var nodes []string
+	for b := 1; b <= 6; b++ {
+		in := "words"
+		for d := 1; d <= 4; d++ {
+			name := fmt.Sprintf("Count%d%d", b, d)
+			out := "s" + name[5:]
+			sink := ""
+			if d == 4 {
+				sink = `"sinks" = {"out" = {"sink_class_name" = "SyncQueueSink"; "input_stream_ids" = ["` + out + `"]; "parameters" = {"queue_path" = "counts"}}};`
+			}
+			fmt.Fprintf(&comps, `"%s" = {"computation_class_name" = "Counter"; "group_by" = ["key"]; "partition_count" = 1; "input_stream_ids" = ["%s"]; "output_stream_ids" = ["%s"]; %s};
+`, name, in, out, sink)
+			fmt.Fprintf(&streams, `"%s" = {}; `, out)
+			nodes = append(nodes, name)
+			in = out
+		}
+	}
+	spec := writeSpec(t, "large.yson", `"computations" = {`+comps.String()+`}; "streams" = {`+streams.String()+`};`)
+	run := startRun(t, dir, spec)
+	addr, _ := adminFile(t, dir)
+	consoleE2E(t, "large", addr, adminTokenOf(t, dir), map[string]any{"nodes": nodes}, nil)
+	weir(t, "", "pipeline", "stop", "--data", dir)
+	if err := run.wait(t); err != nil {
+		t.Fatalf("weir run: %v\n%s", err, run.stderr.String())
+	}
+}
+
 // failingConsoleSpec: Check (Refuse, reading queue events itself) → kept →
 // Counter (keyed, 4 partitions) → queue counts, and Mirror (keyed) → queue
 // copies (Explode: it would panic on the poison row, which never reaches

@@ -41,7 +41,7 @@ windowSelect.addEventListener("change", () => {
 let last = null; // the last data
 let lastAt = null; // when it arrived
 let selected = null; // the computation whose details are open
-let zoomActual = false;
+let zoomOut = false;
 let pending = null; // {action, target, since}: a requested state change
 
 function message(text, kind) {
@@ -71,9 +71,9 @@ for (const t of $$("[data-tab]")) {
 }
 
 $('[data-test="zoom"]').addEventListener("click", (e) => {
-  zoomActual = !zoomActual;
-  e.currentTarget.setAttribute("aria-pressed", String(zoomActual));
-  e.currentTarget.textContent = zoomActual ? "Fit to width" : "Actual size";
+  zoomOut = !zoomOut;
+  e.currentTarget.setAttribute("aria-pressed", String(zoomOut));
+  e.currentTarget.textContent = zoomOut ? "Actual size" : "Zoom out";
   if (last) drawGraph(last);
 });
 
@@ -155,8 +155,8 @@ const ncell = (v, field, show) => el("td", { class: "num", "data-field": field, 
 // Layered layout: a node's layer is its longest path from a source; within
 // a layer nodes are ordered by the mean position of their predecessors
 // (two sweeps), so that edges cross little. Sizes are in CSS pixels: the
-// graph is as readable with forty computations as with two, and scrolls
-// (or, fitted, shrinks to at most half size) when wider than the page.
+// graph is as readable with forty computations as with two, and scrolls in
+// its box when larger than the page (or, zoomed out, shrinks to fit).
 const NW = 210, NH = 78, SH = 50, GX = 110, GY = 22;
 
 function layout(graph) {
@@ -221,9 +221,11 @@ function drawGraph(d) {
   const svg = $('[data-test="graph"]');
   const graph = d.graph;
   const { pos, width, height } = layout(graph);
+  // Actual size by default (text stays readable; a wide graph scrolls in
+  // its box); zoomed out, the whole graph fits the box, down to 40%.
   const box = $('[data-test="graph-box"]');
   const avail = Math.max(200, box.clientWidth - 2);
-  const scale = zoomActual ? 1 : Math.min(1, Math.max(0.5, avail / width));
+  const scale = zoomOut ? Math.min(1, Math.max(0.4, avail / width)) : 1;
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
   svg.setAttribute("width", Math.round(width * scale));
   svg.setAttribute("height", Math.round(height * scale));

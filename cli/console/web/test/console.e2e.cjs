@@ -86,7 +86,29 @@ const step = (s) => console.log("step: " + s);
     const fontPx = await page.$eval('[data-kind="computation"] .name', (t) => t.getBoundingClientRect().height);
     if (fontPx < 12) fail(`graph text is ${fontPx}px high: unreadable`);
 
-    if (mode === "failing") {
+    if (mode === "large") {
+      step("a large graph: every node readable at actual size, none overlapping, no page overflow");
+      const boxes = await page.$$eval('[data-test="graph"] [data-node]', (ns) => ns.map((n) => {
+        const r = n.querySelector("rect").getBoundingClientRect();
+        return { id: n.dataset.node, x: r.x, y: r.y, w: r.width, h: r.height };
+      }));
+      for (let i = 0; i < boxes.length; i++) {
+        for (let j = i + 1; j < boxes.length; j++) {
+          const a = boxes[i], b = boxes[j];
+          if (a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h) fail(`nodes ${a.id} and ${b.id} overlap`);
+        }
+      }
+      const heights = await page.$$eval('[data-test="graph"] .fig', (ts) => ts.map((t) => t.getBoundingClientRect().height));
+      if (Math.min(...heights) < 12) fail(`graph figures ${Math.min(...heights)}px high`);
+      if (await overflow()) fail("horizontal overflow at 1400px");
+      await shot("console-large.png");
+      await page.click('[data-test="zoom"]');
+      await page.waitForTimeout(300);
+      await shot("console-large-zoomed-out.png");
+      await page.setViewportSize({ width: 420, height: 900 });
+      await page.waitForTimeout(600);
+      if (await overflow()) fail(`horizontal overflow at 420px: ${await overflow()}px`);
+    } else if (mode === "failing") {
       step("a failure appears on the graph within a second of /status");
       let t0 = 0;
       await waitFor("/status lists a failing partition", async () => {
