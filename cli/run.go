@@ -92,53 +92,91 @@ func runRun(o *Options, args []string) error {
 	if err != nil {
 		return err // names the file
 	}
-	var st store.Store
-	if *storeAddr != "" {
-		if *dir == "" {
-			tmp, err := os.MkdirTemp("", "weir-run-")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(tmp)
-			*dir = tmp
-		}
-		st, err = open.Store(context.Background(), *storeAddr, open.Options{})
-	} else {
-		st, err = openStore(*dir)
-	}
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	logger := log.New(o.Stderr, "weir: ", log.LstdFlags|log.Lmicroseconds)
+	if *storeAddr != "" && *dir == "" {
+		tmp, err := os.MkdirTemp("", "weir-run-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		*dir = tmp
+	}
+	rc := runConfig{dir: *dir, specPath: *specPath, spec: p, admin: *admin, progress: *progress, verbose: *verbose, drainTimeout: *drainTimeout}
+	// A full disk under DIR's store pauses the run (diskfull.go): the store
+	// is closed, and opened again once there is space.
+	var paused *spaceWait
+	for {
+		var st store.Store
+		if *storeAddr != "" {
+			st, err = open.Store(context.Background(), *storeAddr, open.Options{})
+		} else {
+			st, err = openStore(*dir)
+		}
+		if err == nil {
+			if paused != nil {
+				paused.resumed()
+				paused = nil
+			}
+			err = runOnce(o, rc, st, logger, sigs)
+		}
+		var ns *pstore.NoSpaceError
+		if *storeAddr != "" || !errors.As(err, &ns) {
+			return err
+		}
+		if paused == nil {
+			paused = pauseForSpace(logger.Printf, ns)
+		}
+		if !paused.wait(sigs) {
+			return nil
+		}
+	}
+}
+
+// runConfig is what one runOnce of 'weir run' needs besides the store.
+type runConfig struct {
+	dir, specPath, admin string
+	spec                 *spec.Pipeline
+	progress             time.Duration
+	verbose              bool
+	drainTimeout         time.Duration
+}
+
+// runOnce runs the pipeline on st until it completes, stops, or fails, and
+// closes st.
+func runOnce(o *Options, c runConfig, st store.Store, logger *log.Logger, sigs <-chan os.Signal) error {
+	defer st.Close()
 	logf := func(string, ...any) {}
-	if *verbose {
+	if c.verbose {
 		logf = logger.Printf
 	}
-	r, err := startRunner(context.Background(), o, *dir, p, st, *admin, logf, logger.Printf)
+	r, err := startRunner(context.Background(), o, c.dir, c.spec, st, c.admin, logf, logger.Printf)
 	if err != nil {
 		return err
 	}
 	defer r.close()
-	logger.Printf("running %s on %s; admin API at http://%s (web console: weir pipeline console --data %s)", *specPath, *dir, r.addr, *dir)
+	logger.Printf("running %s on %s; admin API at http://%s (web console: weir pipeline console --data %s)", c.specPath, c.dir, r.addr, c.dir)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sh := &signalHandler{r: r, logf: logger.Printf, drainTimeout: *drainTimeout, cancel: cancel}
+	sh := &signalHandler{r: r, logf: logger.Printf, drainTimeout: c.drainTimeout, cancel: cancel}
 	go sh.run(ctx, sigs)
-	if *progress > 0 {
-		go r.progressLoop(ctx, o.Stderr, *progress)
+	if c.progress > 0 {
+		go r.progressLoop(ctx, o.Stderr, c.progress)
 	}
 	var fatal fatalStop
 	go fatal.watch(ctx, o.fatal, cancel)
 	state, err := r.eng.Run(ctx)
 	s := r.eng.Status()
+	var ns *pstore.NoSpaceError
+	if errors.As(err, &ns) && !sh.halted.Load() {
+		return err // paused by the caller, which says why
+	}
 	logger.Printf("pipeline %s after %.1fs: %s", state, s.Uptime, summarize(s))
 	if err := fatal.result(nil); err != nil {
 		return err
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
-		return explainDamage(*dir, err)
+		return explainDamage(c.dir, err)
 	}
 	if sh.halted.Load() && state != controller.Completed && state != controller.Stopped {
 		return sh.drainTimedOut(state)

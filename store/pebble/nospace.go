@@ -26,6 +26,7 @@ package pebble
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -46,17 +47,24 @@ type NoSpaceError struct {
 	Dir string
 	// Free is the space available there when the error was seen, in bytes.
 	Free uint64
-	// Need is the free space the store needs before it is opened again: a
-	// lower bound (the flush of its write-ahead log plus a margin), not a
-	// promise that its compactions will fit.
+	// Need is the least free space the store needs to open again: a new
+	// log, a MANIFEST edit and the first commits (noSpaceMargin). The
+	// flush of its write-ahead log at the open needs about the log's
+	// compressed size more; if that is not there, Open fails again with a
+	// *NoSpaceError and can be retried.
 	Need uint64
 	// Err is the failure Pebble reported.
 	Err error
 }
 
 func (e *NoSpaceError) Error() string {
+	cause := e.Err
+	var pe *os.PathError
+	if errors.As(cause, &pe) {
+		cause = pe // "write DIR/000055.log: no space left on device", without Pebble's prefixes
+	}
 	return fmt.Sprintf("no space left on the device of %s: %s free, at least %s needed (%s)",
-		e.Dir, ByteSize(e.Free), ByteSize(e.Need), firstLine(e.Err))
+		e.Dir, ByteSize(e.Free), ByteSize(e.Need), firstLine(cause))
 }
 
 // Is makes errors.Is(err, store.ErrUnusable) true.
@@ -65,9 +73,8 @@ func (e *NoSpaceError) Is(target error) bool { return target == store.ErrUnusabl
 // Unwrap returns Pebble's error.
 func (e *NoSpaceError) Unwrap() error { return e.Err }
 
-// noSpaceMargin is added to the size of the write-ahead logs in
-// NoSpaceError.Need: a new log, a MANIFEST edit and the first commits.
-const noSpaceMargin = 1 << 20
+// noSpaceMargin is NoSpaceError.Need.
+const noSpaceMargin = 512 << 10
 
 // noSpaceRetryPause slows Pebble's endless retries of a flush or
 // compaction that failed for lack of space (each retry is otherwise
@@ -91,16 +98,7 @@ func space(fs vfs.FS, dir string) (free, need uint64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	need = noSpaceMargin
-	names, _ := fs.List(dir)
-	for _, n := range names {
-		if strings.HasSuffix(n, ".log") {
-			if fi, err := fs.Stat(fs.PathJoin(dir, n)); err == nil {
-				need += uint64(fi.Size())
-			}
-		}
-	}
-	return du.AvailBytes, need, nil
+	return du.AvailBytes, noSpaceMargin, nil
 }
 
 // noSpaceError wraps cause as a *NoSpaceError of dir (cause itself if it

@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"os"
+	"time"
+
+	pstore "github.com/weir-stream/weir/store/pebble"
+)
+
+// A full disk under 'weir run': the store breaks with a
+// *pstore.NoSpaceError (nothing acknowledged is lost, nothing is damaged),
+// the pipeline stops, the store is closed, and the run waits, paused, for
+// the space the store needs; it then opens the store again and resumes
+// from what was committed (each row exactly once, as after any restart).
+// The log says it once, then a summary at most every spaceSummaryPeriod; a
+// SIGTERM or SIGINT while paused ends the run at once (exit 0: there is
+// nothing to drain).
+
+// spaceSummaryPeriod bounds how often a paused run repeats itself.
+const spaceSummaryPeriod = 10 * time.Second
+
+// spacePoll is how often a paused run looks at the free space.
+const spacePoll = 250 * time.Millisecond
+
+// spaceWait is a run paused for disk space.
+type spaceWait struct {
+	logf  func(format string, args ...any)
+	dir   string // the store's directory
+	since time.Time
+	last  time.Time // of the last line logged
+}
+
+// pauseForSpace says, once, that the run is paused and what to do.
+func pauseForSpace(logf func(string, ...any), ns *pstore.NoSpaceError) *spaceWait {
+	w := &spaceWait{logf: logf, dir: ns.Dir, since: time.Now(), last: time.Now()}
+	logf("PAUSED: %v\n"+
+		"  The pipeline is paused; nothing is lost and nothing is damaged. Free at least %s on the device of %s\n"+
+		"  (delete files there, or grow the volume): the run resumes by itself, each row exactly once.\n"+
+		"  SIGTERM or SIGINT stops it; the same 'weir run' command resumes it later.",
+		ns, pstore.ByteSize(ns.Need), ns.Dir)
+	return w
+}
+
+// wait returns true once the store's device has the space it needs, or
+// false when a signal came (the run then ends).
+func (w *spaceWait) wait(sigs <-chan os.Signal) bool {
+	poll := time.NewTicker(spacePoll)
+	defer poll.Stop()
+	for {
+		select {
+		case <-sigs:
+			w.logf("signal received while paused for disk space: stopping (nothing to drain; run the same command again once there is space)")
+			return false
+		case <-poll.C:
+		}
+		free, need, err := pstore.Space(w.dir)
+		if err == nil && free >= need {
+			return true
+		}
+		if time.Since(w.last) >= spaceSummaryPeriod {
+			w.last = time.Now()
+			w.logf("still PAUSED for %s: %s free on the device of %s, at least %s needed",
+				time.Since(w.since).Round(time.Second), pstore.ByteSize(free), w.dir, pstore.ByteSize(need))
+		}
+	}
+}
+
+// resumed says the store is open again.
+func (w *spaceWait) resumed() {
+	free, _, _ := pstore.Space(w.dir)
+	w.logf("space is back (%s free on the device of %s) after %s paused: resuming", pstore.ByteSize(free), w.dir, time.Since(w.since).Round(time.Second))
+}
