@@ -574,8 +574,8 @@ func (c *console) data(ctx context.Context, window time.Duration) consoleData {
 			cp.State = "stopped"
 		case posted && b.Drained:
 			cp.State = "drained"
-		case posted && b.Quiet:
-			cp.State = "idle"
+		case posted && b.Quiet && partRates[id].Inputs == 0:
+			cp.State = "idle" // quiet now, and no input over the window
 		default:
 			cp.State = "running"
 		}

@@ -69,7 +69,8 @@ func (p *clusterProc) await(t *testing.T, re *regexp.Regexp) []string {
 // numbers equal the controller's /status, the workers view lists the
 // workers with their jobs and its Drain button drains one, nothing
 // overflows at 420 px, and when the controller exits the page says it is
-// disconnected.
+// disconnected. A standby controller's console says it stands by and names
+// the active one.
 func TestConsoleDistributedInChromium(t *testing.T) {
 	consoleTools(t)
 	base := pgtest.URL(t)
@@ -146,6 +147,29 @@ func TestConsoleDistributedInChromium(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// A standby controller's console says it stands by, and who leads.
+	standby := startCluster(t, "controller", "--store", url, "--spec", infiniteSpec(t), "--id", "controller-b", "--token-file", tokenFile)
+	standbyAddr := standby.await(t, regexp.MustCompile(`admin API at (\S+)`))[1]
+	req, _ := http.NewRequest(http.MethodGet, "http://"+standbyAddr+"/console/data", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb struct {
+		Mode   string `json:"mode"`
+		Active bool   `json:"active"`
+		Leader struct {
+			ID string `json:"id"`
+		} `json:"leader"`
+		Graph struct{ Nodes []struct{ ID string } } `json:"graph"`
+	}
+	json.NewDecoder(resp.Body).Decode(&sb)
+	resp.Body.Close()
+	if sb.Mode != "controller" || sb.Active || sb.Leader.ID != "controller-a" || len(sb.Graph.Nodes) != 4 {
+		t.Errorf("the standby's console data: %+v, want a standby naming controller-a, with the spec's 4 nodes", sb)
+	}
+
 	feedCtx, stopFeed := context.WithCancel(ctx)
 	defer stopFeed()
 	consoleE2E(t, "distributed", addr, token, map[string]any{

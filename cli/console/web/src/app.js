@@ -507,7 +507,7 @@ function renderHeader(d) {
     facts.push(`up ${secs(s.uptime_seconds)}`, `${s.controller.JobsStarted} jobs started`, `${s.controller.JobsFailed} failed`);
     if (failing) facts.push(`${failing} failing`);
   } else if (d.leader) {
-    facts.push(`standing by; the active controller is ${d.leader.ID || d.leader.id || "unknown"}`);
+    facts.push(`standing by; the active controller is ${d.leader.id || "unknown"}` + (d.leader.admin ? ` (console at http://${d.leader.admin}/)` : ""));
   }
   if (d.mode === "controller" && d.workers) facts.push(`${d.workers.filter((w) => w.alive).length}/${d.workers.length} workers alive`);
   const f = $('[data-test="uptime"]');

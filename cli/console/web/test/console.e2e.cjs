@@ -154,7 +154,7 @@ const step = (s) => console.log("step: " + s);
       if (box.right > 1400 && box.right > tableBox) fail(`the error cell ends at ${box.right}px, beyond the 1400px page`);
       if (!box.text.includes(expect.poisonError)) fail(`the error cell reads ${box.text}`);
       await tab("overview");
-      await page.waitForTimeout(600);
+      await waitFor("a chart of a few seconds", async () => (await page.evaluate(() => window.__weir.last.series.t.length)) >= 10 || "not yet", 20000);
       await shot("console-failing.png");
       if (await overflow()) fail("horizontal overflow at 1400px");
       await page.setViewportSize({ width: 420, height: 900 });
