@@ -166,7 +166,11 @@ func writeRows(ctx context.Context, q *queue.Queue, r io.Reader, partition int) 
 	if len(rows) == 0 {
 		return 0, nil
 	}
-	if err := q.Write(ctx, rows, parts); err != nil {
+	if err := q.WriteResolvable(ctx, rows, parts); err != nil {
+		var uw *queue.UnresolvedWriteError
+		if errors.As(err, &uw) {
+			return 0, err // queueWrite resolves it (writeResolved)
+		}
 		return 0, fmt.Errorf("%w; nothing was written", err)
 	}
 	return len(rows), nil

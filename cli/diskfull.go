@@ -1,9 +1,13 @@
 package cli
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"time"
 
+	"github.com/weir-stream/weir/connector/queue"
 	pstore "github.com/weir-stream/weir/store/pebble"
 )
 
@@ -69,4 +73,46 @@ func (w *spaceWait) wait(sigs <-chan os.Signal) bool {
 func (w *spaceWait) resumed() {
 	free, _, _ := pstore.Space(w.dir)
 	w.logf("space is back (%s free on the device of %s) after %s paused: resuming", pstore.ByteSize(free), w.dir, time.Since(w.since).Round(time.Second))
+}
+
+// writeResolved says exactly what a 'weir queue write' whose commit
+// outcome is unknown wrote (a full disk or an I/O error under its commit,
+// which breaks the store): the store, closed by then, is opened again
+// read-only (which needs no space), and the queue's partitions are
+// compared with their lengths before the write. It returns how many rows
+// were written, or the error to report. Other outcomes (n, err) come
+// back unchanged.
+func writeResolved(o *Options, dir string, n int, err error) (int, error) {
+	var uw *queue.UnresolvedWriteError
+	if !errors.As(err, &uw) {
+		return n, err
+	}
+	failure := uw.Err.Error()
+	var ns *pstore.NoSpaceError
+	if errors.As(uw.Err, &ns) {
+		failure = ns.Error()
+	}
+	st, err := openStoreMode(dir, true)
+	if err != nil {
+		return 0, fmt.Errorf("the write of %d rows to queue %s failed: %s\n"+
+			"Whether they were written is unknown: the store could not be opened again to look (%v).\n"+
+			"Check with 'weir queue read --data %s %s' before writing them again", uw.Rows, uw.Queue, failure, err, dir, uw.Queue)
+	}
+	defer st.Close()
+	written, err := uw.Resolve(context.Background(), st)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("the write of %d rows to queue %s failed: %s\n"+
+			"Whether they were written is unknown (%v).\n"+
+			"Check with 'weir queue read --data %s %s' before writing them again", uw.Rows, uw.Queue, failure, err, dir, uw.Queue)
+	case written:
+		fmt.Fprintf(o.Stderr, "weir queue: the commit failed as it ended (%s), but reading the store again shows that all %d rows were written: do not write them again\n", failure, uw.Rows)
+		return uw.Rows, nil
+	}
+	again := "once the cause is fixed"
+	if ns != nil {
+		again = fmt.Sprintf("once at least %s is free on the device of %s", pstore.ByteSize(ns.Need), ns.Dir)
+	}
+	return 0, fmt.Errorf("the write of %d rows to queue %s failed: %s\n"+
+		"Nothing was written: reading the store again shows the queue as it was before. Write the rows again %s", uw.Rows, uw.Queue, failure, again)
 }

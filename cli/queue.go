@@ -171,6 +171,9 @@ func queueWrite(o *Options, args []string) error {
 			n = resp.Written
 		}
 	}
+	if remote == nil && *loc.data != "" {
+		n, err = writeResolved(o, *loc.data, n, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -228,6 +228,78 @@ func (q *Queue) Write(ctx context.Context, rows []weir.Row, parts []int) error {
 	return nil
 }
 
+// WriteResolvable is Write for a caller that can open the store again
+// after a commit whose outcome is unknown (store.ErrAmbiguous: a full disk
+// or an I/O error under the commit, which also breaks an embedded store).
+// It reads every partition's length first; such a failure then comes back
+// as an *UnresolvedWriteError, whose Resolve reads the reopened store and
+// tells whether the rows were written, so the caller can say exactly what
+// happened instead of guessing.
+func (q *Queue) WriteResolvable(ctx context.Context, rows []weir.Row, parts []int) error {
+	before := make([]uint64, q.partitions)
+	for p := range before {
+		n, err := q.Len(ctx, p)
+		if err != nil {
+			return fmt.Errorf("write to queue %s: %w", q.name, err)
+		}
+		before[p] = n
+	}
+	err := q.Write(ctx, rows, parts)
+	if !errors.Is(err, store.ErrAmbiguous) {
+		return err
+	}
+	added := make([]uint64, q.partitions)
+	for _, p := range parts {
+		added[p]++
+	}
+	return &UnresolvedWriteError{Queue: q.name, Rows: len(rows), Before: before, Added: added, Err: err}
+}
+
+// UnresolvedWriteError is a WriteResolvable whose commit outcome is
+// unknown: all Rows were written, or none.
+type UnresolvedWriteError struct {
+	Queue string
+	Rows  int
+	// Before is each partition's length before the write; Added how many
+	// of the rows went to each.
+	Before, Added []uint64
+	// Err is the failed commit's error (a *store.AmbiguousError).
+	Err error
+}
+
+func (e *UnresolvedWriteError) Error() string { return e.Err.Error() }
+func (e *UnresolvedWriteError) Unwrap() error { return e.Err }
+
+// Resolve reads the queue in st, a store opened again after the failure
+// (read-only is enough), and reports whether the rows were written. It
+// fails if the partitions' lengths show neither outcome (another writer
+// wrote meanwhile).
+func (e *UnresolvedWriteError) Resolve(ctx context.Context, st store.Store) (written bool, err error) {
+	q, err := Open(ctx, st, e.Queue)
+	if err != nil {
+		return false, err
+	}
+	if q.Partitions() != len(e.Before) {
+		return false, fmt.Errorf("queue %s has %d partitions, had %d", e.Queue, q.Partitions(), len(e.Before))
+	}
+	none, all := true, true
+	for p := range e.Before {
+		n, err := q.Len(ctx, p)
+		if err != nil {
+			return false, err
+		}
+		none = none && n == e.Before[p]
+		all = all && n == e.Before[p]+e.Added[p]
+	}
+	switch {
+	case all && !none:
+		return true, nil
+	case none && !all:
+		return false, nil
+	}
+	return false, fmt.Errorf("queue %s: the partitions' lengths show neither all %d rows nor none (another writer?)", e.Queue, e.Rows)
+}
+
 func (q *Queue) appendRouted(txn *store.Txn, rows []weir.Row, parts []int) error {
 	if len(parts) != len(rows) {
 		return fmt.Errorf("queue %s: %d rows but %d partitions", q.name, len(rows), len(parts))
