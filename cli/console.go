@@ -808,26 +808,33 @@ func (c *console) failure(ctx context.Context, p consolePartition, history []res
 	if f.History == nil {
 		f.History = []restartEvent{}
 	}
-	// The error may be wrapped ("job X: ..."): find the user-code part.
-	msg := p.LastError
-	if i := strings.Index(msg, "computation "+p.Computation+", partition "); i >= 0 {
-		msg = msg[i:]
-	}
-	if m := userErr.FindStringSubmatch(msg); m != nil {
-		o := &failureOrigin{Cause: firstLine(m[8]), Source: m[5], SourcePartition: m[6], Offset: m[7]}
-		switch {
-		case m[2] != "":
-			o.Call, o.Message = "message", m[2]
-		case m[3] != "":
-			o.Call, o.Message = "key batch", m[3]
-		default:
-			o.Call, o.Message = "timer", m[4]
-		}
-		f.Origin = o
-		f.Poison = c.poisonRow(ctx, p.Computation, o)
+	if f.Origin = errorOrigin(p.Computation, p.LastError); f.Origin != nil {
+		f.Poison = c.poisonRow(ctx, p.Computation, f.Origin)
 	}
 	f.Actions = c.actions(p.ID, p.Worker, f.Origin)
 	return f
+}
+
+// errorOrigin takes apart the text of computation comp's
+// job.UserCodeError, possibly wrapped ("job X: …"); nil if msg is none.
+func errorOrigin(comp, msg string) *failureOrigin {
+	if i := strings.Index(msg, "computation "+comp+", partition "); i >= 0 {
+		msg = msg[i:]
+	}
+	m := userErr.FindStringSubmatch(msg)
+	if m == nil {
+		return nil
+	}
+	o := &failureOrigin{Cause: firstLine(m[8]), Source: m[5], SourcePartition: m[6], Offset: m[7]}
+	switch {
+	case m[2] != "":
+		o.Call, o.Message = "message", m[2]
+	case m[3] != "":
+		o.Call, o.Message = "key batch", m[3]
+	default:
+		o.Call, o.Message = "timer", m[4]
+	}
+	return o
 }
 
 // poisonRow returns the source row a failure names, as JSON, when a
