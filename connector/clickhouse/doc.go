@@ -211,36 +211,12 @@
 //
 // Decoded strictly (spec.DecodeParameters): an unknown key is an error
 // naming it. Durations take integer milliseconds or strings such as "5s".
-//
-//   - host (string) or hosts (list): the HTTP endpoint(s), "host:port"
-//     (port 8123 if left out) or "http(s)://host:port". hosts are replicas
-//     of one table, in failover order. Not for the sharded class.
-//   - shard_hosts (map shard name → list of endpoints): sharded class
-//     only, required there. Shard names become token suffixes.
-//   - sharding_key_columns (list, default empty: the message id): sharded
-//     class only.
-//   - database (default "default"), table (required).
-//   - user (default "default"); password, or password_env naming an
-//     environment variable, or else WEIR_CLICKHOUSE_PASSWORD. Never logged.
-//   - columns (list, default: every plain column of the table).
-//   - message_id_column (string, default none): a String column the sink
-//     fills with the message id.
-//   - format (tab_separated | json_each_row, default tab_separated).
-//   - max_batch_rows (default 10000, at most 1048576), max_batch_bytes
-//     (default 16 MiB): batch limits (exactly-once and at-least-once).
-//   - deduplication_token_prefix (string, default ""): prepended to every
-//     token; set it when several pipelines or sinks write one table, since
-//     message ids are unique only within a pipeline.
-//   - replay_horizon (duration, default 1h), replay_horizon_inserts (int,
-//     default 0: not compared): how late a replay may come, for the window
-//     warning. Dynamic.
-//   - max_insert_attempts (default 10): attempts of an INSERT failing with
-//     unclassified errors.
-//   - write_timeout (duration, default 60s): one attempt. Dynamic.
-//   - retry_initial_delay (default 100ms), retry_maximum_delay (default 10s).
-//   - at_most_once_strategy (AtMostOnceClickHouseSink only; the others
-//     reject it when enabled): enabled (static), total_queue_bytes_limit
-//     (dynamic), suspend_destruction_duration.
+// Each key is documented on its field of Params (docs/spec.md, "ClickHouse
+// sink parameters", is generated from those comments). host or hosts: not
+// the sharded class; shard_hosts (required there) and sharding_key_columns:
+// the sharded class only. at_most_once_strategy: AtMostOnceClickHouseSink
+// only (the others reject it when enabled): enabled (static),
+// total_queue_bytes_limit (dynamic), suspend_destruction_duration.
 //
 // # Metrics
 //

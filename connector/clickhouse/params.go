@@ -41,35 +41,74 @@ const EnvPassword = "WEIR_CLICKHOUSE_PASSWORD"
 
 // Params are the parameters every class takes. Which of host, hosts and
 // shard_hosts is allowed depends on the class (see the package comment).
+// The field comments are the reference of each key: internal/specdoc
+// turns them into docs/spec.md.
 type Params struct {
-	Host       string              `yson:"host"`
-	Hosts      []string            `yson:"hosts"`
+	// Host is the HTTP endpoint: "host:port" (port 8123 if left out) or
+	// "http(s)://host:port". Give host or hosts; not for the sharded class.
+	Host string `yson:"host"`
+	// Hosts are replicas of one table, in failover order, each written as
+	// host is. Not for the sharded class.
+	Hosts []string `yson:"hosts"`
+	// ShardHosts maps a shard name to its endpoints (replicas in failover
+	// order): ShardedClickHouseBatchingSink only, required there. Shard
+	// names become token suffixes.
 	ShardHosts map[string][]string `yson:"shard_hosts"`
 	// ShardingKeyColumns route rows to shards (sharded class only); empty:
 	// the message id.
 	ShardingKeyColumns []string `yson:"sharding_key_columns"`
 
+	// Database holds the table (default "default").
 	Database string `yson:"database"`
-	Table    string `yson:"table"`
-	User     string `yson:"user"`
-	// Password is typed any so that a mistyped value is reported without
-	// echoing it; prefer PasswordEnv.
-	Password    any    `yson:"password"`
+	// Table is the target table (required): a Replicated*MergeTree, a
+	// Shared*MergeTree, or a MergeTree with
+	// non_replicated_deduplication_window > 0 for exactly-once.
+	Table string `yson:"table"`
+	// User is the ClickHouse user (default "default").
+	User string `yson:"user"`
+	// Password is the user's password in the spec; prefer password_env.
+	// Never logged. Typed any so that a mistyped value is reported
+	// without echoing it.
+	Password any `yson:"password"`
+	// PasswordEnv names an environment variable holding the password;
+	// with neither password nor password_env, WEIR_CLICKHOUSE_PASSWORD is
+	// read.
 	PasswordEnv string `yson:"password_env"`
 
-	Columns         []string `yson:"columns"`
-	MessageIDColumn string   `yson:"message_id_column"`
-	Format          string   `yson:"format"`
+	// Columns are the INSERT's columns; empty: every plain column of the
+	// table (without DEFAULT, MATERIALIZED or ALIAS expression).
+	Columns []string `yson:"columns"`
+	// MessageIDColumn names a String column the sink fills with the
+	// message id; empty: none.
+	MessageIDColumn string `yson:"message_id_column"`
+	// Format is the INSERT body's row format: tab_separated (default) or
+	// json_each_row.
+	Format string `yson:"format"`
 
+	// MaxBatchRows and MaxBatchBytes (an estimate) bound a batch of the
+	// exactly-once and at-least-once sinks.
 	MaxBatchRows  int `yson:"max_batch_rows"`
 	MaxBatchBytes int `yson:"max_batch_bytes"`
 
-	DeduplicationTokenPrefix string        `yson:"deduplication_token_prefix"`
-	ReplayHorizon            spec.Duration `yson:"replay_horizon"`
-	ReplayHorizonInserts     int64         `yson:"replay_horizon_inserts"`
+	// DeduplicationTokenPrefix is prepended to every deduplication token;
+	// set it when several pipelines or sinks write one table, since
+	// message ids are unique only within a pipeline.
+	DeduplicationTokenPrefix string `yson:"deduplication_token_prefix"`
+	// ReplayHorizon is how late a replay may come, compared with the
+	// table's deduplication window in seconds for a warning. Dynamic.
+	ReplayHorizon spec.Duration `yson:"replay_horizon"`
+	// ReplayHorizonInserts is how many INSERTs later a replay may come,
+	// compared with block-count deduplication windows (0: not compared).
+	ReplayHorizonInserts int64 `yson:"replay_horizon_inserts"`
 
-	MaxInsertAttempts int           `yson:"max_insert_attempts"`
-	WriteTimeout      spec.Duration `yson:"write_timeout"`
+	// MaxInsertAttempts bounds the attempts of an INSERT failing with
+	// unclassified errors (transient ones are retried without limit,
+	// permanent ones not at all).
+	MaxInsertAttempts int `yson:"max_insert_attempts"`
+	// WriteTimeout bounds one INSERT attempt. Dynamic.
+	WriteTimeout spec.Duration `yson:"write_timeout"`
+	// RetryInitialDelay and RetryMaximumDelay bound the wait between
+	// attempts: initial × 2^(n-1), at most the maximum, ±20% jitter.
 	RetryInitialDelay spec.Duration `yson:"retry_initial_delay"`
 	RetryMaximumDelay spec.Duration `yson:"retry_maximum_delay"`
 

@@ -612,7 +612,11 @@ const (
 
 // Column is one column of an output table.
 type Column struct {
-	Name string     `yson:"name,required"`
+	// Name is the column's name (required).
+	Name string `yson:"name,required"`
+	// Type is the column's type (required); every column is optional
+	// (nullable). boolean, int64, uint64 (INT64 annotated unsigned),
+	// double, string (UTF-8), bytes, or json (any value, as JSON text).
 	Type ColumnType `yson:"type,required"`
 }
 

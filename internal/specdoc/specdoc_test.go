@@ -4,8 +4,11 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/weir-stream/weir/engine"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/spec.md")
@@ -62,5 +65,50 @@ func TestReference(t *testing.T) {
 	want, err := os.ReadFile(path)
 	if err != nil || string(want) != got {
 		t.Fatalf("docs/spec.md is stale (%v): run go test ./internal/specdoc -update and commit it", err)
+	}
+}
+
+// TestEveryConnectorDocumented: every source and sink class weir registers
+// has its parameters in a section of docs/spec.md, and every class a
+// section names is registered.
+func TestEveryConnectorDocumented(t *testing.T) {
+	reg := engine.DefaultConnectors()
+	registered := map[string]bool{}
+	for _, c := range append(reg.SourceClasses(), reg.SinkClasses()...) {
+		registered[c] = true
+	}
+	documented := map[string]bool{}
+	for _, s := range Sections() {
+		for _, c := range s.Classes {
+			if !registered[c] {
+				t.Errorf("section %q documents %s, which is not a registered connector class", s.Title, c)
+			}
+			documented[c] = true
+		}
+	}
+	for c := range registered {
+		if !documented[c] {
+			t.Errorf("connector class %s is registered but its parameters are undocumented: add a Section with its parameter struct and Classes", c)
+		}
+	}
+}
+
+// statedDefault finds a default a description states in words.
+var statedDefault = regexp.MustCompile(`(?i)\(default[: ] *[^)]|\bdefault(s)? (is |are )?("|\d|[a-z_]+\b[.)])`)
+
+// TestDefaultsColumnAgrees: a key whose Default column shows "—" (none)
+// does not state a default in its description; the default belongs in
+// SetDefaults (or in defaultsElsewhere, when it is applied elsewhere).
+func TestDefaultsColumnAgrees(t *testing.T) {
+	for _, s := range Sections() {
+		keys, err := Keys(root, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if k.Default == "—" && statedDefault.MatchString(k.Doc) {
+				t.Errorf("%s: %s shows no default, but its description says %q", s.Title, k.Name, statedDefault.FindString(k.Doc))
+			}
+		}
 	}
 }
