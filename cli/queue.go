@@ -184,8 +184,10 @@ func queueWrite(o *Options, args []string) error {
 func queueRead(o *Options, args []string) error {
 	fs := newFlags(o, "queue read", "(--data DIR | --store URL) [--partition P] [--offset O] [--limit L] NAME",
 		"Prints rows as JSON lines: the row's columns plus $tablet_index (the\n"+
-			"partition), $row_index (the offset) and $timestamp (when the row was\n"+
-			"written, microseconds since the Unix epoch). Without --partition, every\npartition in turn.")
+			"partition), $row_index (the offset) and $timestamp (the commit's store\n"+
+			"timestamp: unix seconds in its high 34 bits, $timestamp >> 30, and a\n"+
+			"counter in the low 30; it increases strictly within a partition).\n"+
+			"Without --partition, every partition in turn.")
 	loc := addLocation(fs)
 	part := fs.Int("partition", -1, "read only this partition")
 	off := fs.Uint64("offset", 0, "first row index to read (per partition)")
