@@ -31,7 +31,10 @@ func runStore(o *Options, args []string) error {
           indexes, increasing timestamps, consumer offsets within bounds,
           outbox rows only of partitions that committed). Exit status 0:
           no damage found; 1: damage found (listed by file) or the check
-          could not run. Stop the pipeline first.`)
+          could not run. Stop the pipeline first. Table files that are
+          no part of the database (leftovers of a flush that failed, on a
+          full disk for example) and a read-only mount are reported as
+          notes, not as damage.`)
 	}
 	fs := newFlags(o, "store check", "--data DIR", "See 'weir store --help'.")
 	dir := fs.String("data", "", "data directory to check (required)")
@@ -59,6 +62,17 @@ func runStore(o *Options, args []string) error {
 		problems = append(problems, p.File+": "+p.What)
 	}
 	fmt.Fprintf(w, "  tables:  %d .sst files, the checksum of every block checked\n", rep.Tables)
+	for i, l := range rep.Leftovers {
+		if i == maxListed {
+			fmt.Fprintf(w, "  ... and %d more leftovers\n", len(rep.Leftovers)-maxListed)
+			break
+		}
+		fmt.Fprintf(w, "  leftover (not damage): %s: %s\n", l.File, l.What)
+	}
+	if rep.ReadOnlyFS {
+		fmt.Fprintln(w, "  note:    the store is on a read-only filesystem (mounted read-only): checked without Pebble's directory lock.\n"+
+			"           That is not damage; a weir can run on it only once it is mounted read-write again.")
+	}
 	switch {
 	case !rep.Opened:
 		fmt.Fprintln(w, "  open:    Pebble cannot open the database")

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
+	"syscall"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable"
@@ -37,6 +40,15 @@ type CheckReport struct {
 	CommitsHeld, CommitsAcknowledged uint64
 	// Problems lists the damage found, by file.
 	Problems []Problem
+	// Leftovers lists table files that are no part of the database (not
+	// in its MANIFEST): what a flush or compaction that failed midway, on
+	// a full disk for example, leaves behind, often with zero bytes.
+	// Pebble ignores them and deletes them at its next read-write open;
+	// they are not damage, and their checksums are not checked.
+	Leftovers []Problem
+	// ReadOnlyFS: the directory is on a read-only filesystem, so the
+	// check ran without Pebble's directory lock (see roLockFS).
+	ReadOnlyFS bool
 }
 
 // CheckFiles verifies the database in dir without writing to it:
@@ -62,14 +74,41 @@ func CheckFiles(dir string, opts Options) (*CheckReport, error) {
 		return nil, fmt.Errorf("pebble store: check %s: %w", dir, err)
 	}
 	sort.Strings(names)
-	po := &pebbledb.Options{FS: fs, ReadOnly: true, Logger: &pebbleLogger{log: opts.Logger, onFatal: func(error) {}}}
+	var readOnlyFS atomic.Bool
+	po := &pebbledb.Options{FS: roLockFS{FS: fs, hit: &readOnlyFS}, ReadOnly: true, Logger: &pebbleLogger{log: opts.Logger, onFatal: func(error) {}}}
 	po.EnsureDefaults()
 	ro := po.MakeReaderOptions()
+	po.EventListener = &pebbledb.EventListener{DataCorruption: func(pebbledb.DataCorruptionInfo) {}}
+	db, openErr := pebbledb.Open(dir, po)
+	rep.ReadOnlyFS = readOnlyFS.Load()
+	// The tables the MANIFEST names; nil if Pebble cannot open it (then
+	// every table file is checked).
+	var live map[string]bool
+	if openErr == nil {
+		if levels, err := db.SSTables(); err == nil {
+			live = map[string]bool{}
+			for _, level := range levels {
+				for _, t := range level {
+					live[fmt.Sprintf("%06d.sst", uint64(t.BackingSSTNum))] = true
+				}
+			}
+		}
+	}
 	for _, name := range names {
 		if !strings.HasSuffix(name, ".sst") {
 			continue
 		}
 		path := fs.PathJoin(dir, name)
+		if live != nil && !live[name] {
+			size := int64(-1)
+			if fi, err := fs.Stat(path); err == nil {
+				size = fi.Size()
+			}
+			rep.Leftovers = append(rep.Leftovers, Problem{File: path, What: fmt.Sprintf(
+				"%d bytes, not part of the database (a leftover of a flush or compaction that failed, e.g. on a full disk): "+
+					"Pebble ignores it and deletes it at the next read-write open", size)})
+			continue
+		}
 		if err := checkTable(fs, path, ro); err != nil {
 			// The reader does not know the file's number: drop its "file
 			// 000000" and keep the first line (no detail carriers).
@@ -78,10 +117,8 @@ func CheckFiles(dir string, opts Options) (*CheckReport, error) {
 		}
 		rep.Tables++
 	}
-
-	po.EventListener = &pebbledb.EventListener{DataCorruption: func(pebbledb.DataCorruptionInfo) {}}
-	db, err := pebbledb.Open(dir, po)
-	if err != nil {
+	if openErr != nil {
+		err := openErr
 		if !pebbledb.IsCorruptionError(err) && !errors.Is(err, pebbledb.ErrCorruption) && strings.Contains(err.Error(), "lock") {
 			return nil, fmt.Errorf("pebble store: check %s: %w (is a weir running on it?)", dir, err)
 		}
@@ -137,3 +174,29 @@ func checkTable(fs vfs.FS, path string, ro sstable.ReaderOptions) (err error) {
 	defer func() { err = errors.Join(err, r.Close()) }()
 	return r.ValidateBlockChecksums()
 }
+
+// roLockFS lets a read-only open work on a read-only filesystem (a store
+// mounted read-only, a snapshot): Pebble locks the directory even to read
+// it, creating its LOCK file, which fails there with EROFS. Nothing can
+// write to the database through a read-only mount, so the lock is skipped
+// (and hit set); only a writer through another, writable mount of the
+// same files would go unnoticed.
+type roLockFS struct {
+	vfs.FS
+	hit *atomic.Bool
+}
+
+func (fs roLockFS) Lock(name string) (io.Closer, error) {
+	c, err := fs.FS.Lock(name)
+	if err != nil && errors.Is(err, syscall.EROFS) {
+		if fs.hit != nil {
+			fs.hit.Store(true)
+		}
+		return noLock{}, nil
+	}
+	return c, err
+}
+
+type noLock struct{}
+
+func (noLock) Close() error { return nil }

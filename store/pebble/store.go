@@ -246,6 +246,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	maxCompactions := opts.MaxConcurrentCompactions
 	po.CompactionConcurrencyRange = func() (int, int) { return 1, maxCompactions }
+	if opts.ReadOnly {
+		po.FS = roLockFS{FS: s.fs} // readable on a read-only mount too
+	}
 	if opts.Tune != nil {
 		opts.Tune(po)
 	}
