@@ -125,6 +125,7 @@ func (f *Figures) Markdown(w io.Writer, build, command string, wall time.Duratio
 	row("F1/F3 power losses (unsynced data dropped → restart)", "%d", s.PowerLosses)
 	row("F8 pause → stop (drained: empty outboxes checked) → start", "%d", s.PauseStops)
 	row("F8 source partitions appearing mid-run (rows older than the watermark)", "%d", s.NewPartitions)
+	row("Poisoned rows dead-lettered (failed call undone, one dead letter each)", "%d", s.DeadLetters)
 	row("F4 ambiguous commits", "%d (%d applied, %d not applied, %d landing late: %d applied before any retry, %d rejected by the guard; all resolved by the partition_transactions row)",
 		s.AmbiguousApplied+s.AmbiguousLost+s.AmbiguousLate, s.AmbiguousApplied, s.AmbiguousLost, s.AmbiguousLate, s.LateApplied, s.LateRejected)
 	row("Transport: lost acks / redeliveries", "%d / %d", s.AcksLost, s.Redeliveries)

@@ -39,6 +39,12 @@ type Workload struct {
 	Messages         int
 	Keys             int
 	SourcePartitions int
+	// Poison, when positive, marks every Poison-th input row poisoned:
+	// Counter fails on it (after counting it, so its call has effects to
+	// undo) and its dead_letter_stream takes it to the queue "dead"; the
+	// model leaves it out, and the final check wants exactly one dead
+	// letter per poisoned row.
+	Poison int
 }
 
 // Config is the engine configuration: the axes of the metamorphic test.
@@ -286,6 +292,9 @@ func Draw(seed uint64, messages int) Scenario {
 	// Drawn last, so that the other draws of every seed stay as they were.
 	sc.Config.ExternalState = r.IntN(3) == 0
 	sc.Config.Uint32Bucket = r.IntN(3) == 0
+	if r.IntN(3) == 0 {
+		sc.Workload.Poison = 17 + r.IntN(40)
+	}
 	// The first zombie freezes before its commit, so that every seed with
 	// zombies has a zombie commit for the fence to reject.
 	for i := range sc.Episodes {

@@ -276,6 +276,12 @@ func (s *sim) startLife(ctx context.Context) error {
 			raw.Close()
 			return err
 		}
+		if s.sc.Poison > 0 {
+			if _, err := queue.Create(ctx, l.st, deadQueue, 1); err != nil {
+				raw.Close()
+				return err
+			}
+		}
 	} else {
 		s.restCheck(ctx, l.st)
 	}
@@ -410,6 +416,15 @@ func (s *sim) plan(st store.Store) (*plan.Plan, error) {
 		counterIn = "relayed"
 	}
 	pl.Computations[counterComp].Inputs = []string{counterIn}
+	if s.sc.Poison > 0 {
+		dead := connector.SinkParams{SinkID: "dead", Path: "chaos.sinks.dead", Store: st,
+			Parameters: map[string]any{"queue_path": deadQueue}}
+		cp := pl.Computations[counterComp]
+		cp.Code = poisoning(cp.Code)
+		cp.Outputs = append(cp.Outputs, "dead")
+		cp.DeadLetterStream = "dead"
+		cp.Sinks = append(cp.Sinks, plan.SinkPlan{ID: "dead", InputStream: "dead", New: func() (connector.Sink, error) { return queue.NewSyncSink(dead) }})
+	}
 	if c.Uint32Bucket {
 		pl.Computations[readerComp].Code = testconn.Uint32Bucketer(readerKind)
 		for _, name := range []string{counterComp, relayComp} {
@@ -982,6 +997,29 @@ func (s *sim) finalCheck(ctx context.Context, st store.Store, res *Result) {
 			res.Lost += missing
 			s.violate("C1", "key %s: %d of its counts 1..%d are missing", k, missing, n)
 		}
+	}
+	if s.sc.Poison > 0 {
+		dead, err := readDeadLetters(ctx, st)
+		if err != nil {
+			s.violate("C1", "read the dead letters: %v", err)
+		}
+		for seq := range s.in.poisoned {
+			switch n := dead[seq]; {
+			case n == 0:
+				res.Lost++
+				s.violate("C1", "poisoned row seq %d: no dead letter", seq)
+			case n > 1:
+				res.Duplicated += n - 1
+				s.violate("C1", "poisoned row seq %d: %d dead letters", seq, n)
+			}
+		}
+		for seq, n := range dead {
+			if !s.in.poisoned[seq] {
+				res.Unexpected += n
+				s.violate("C1", "row seq %d dead-lettered %d times but not poisoned", seq, n)
+			}
+		}
+		s.stats.add(func(st *Stats) { st.DeadLetters += len(dead) })
 	}
 	states, err := readStates(ctx, st, s.sc.ExternalState)
 	if err != nil {

@@ -33,6 +33,7 @@ type Stats struct {
 	PowerLosses                              int
 	PauseStops                               int // pause → stop (drained) → start episodes completed
 	NewPartitions                            int // source partitions revealed while running
+	DeadLetters                              int // poisoned rows dead-lettered (Workload.Poison), checked exactly once each
 	PebblePanics                             int // Pebble panicked on a failed WAL: a process crash
 	Restarts                                 int // process restarts (store errors + power losses)
 
@@ -78,6 +79,7 @@ func (s *Stats) Add(o Stats) {
 	s.PowerLosses += o.PowerLosses
 	s.PauseStops += o.PauseStops
 	s.NewPartitions += o.NewPartitions
+	s.DeadLetters += o.DeadLetters
 	s.PebblePanics += o.PebblePanics
 	s.Restarts += o.Restarts
 	s.ZombieAttempts += o.ZombieAttempts

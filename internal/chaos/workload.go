@@ -37,19 +37,29 @@ const (
 // per key, how many rows carry it (the reference model's final state).
 type input struct {
 	parts    map[string][]weir.Row
-	keysOf   map[string][]string // partition → key of each offset
+	keysOf   map[string][]string // partition → key of each offset ("": poisoned)
 	expected map[string]int
+	// poisoned holds the seqs of the poisoned rows (Workload.Poison).
+	poisoned map[int64]bool
 }
 
 // generate builds the workload of seed. It depends only on (seed, w): the
 // metamorphic test runs the same input under different configurations.
 func generate(seed uint64, w Workload) *input {
 	r := rand.New(rand.NewPCG(seed, 0x10ad))
-	in := &input{parts: map[string][]weir.Row{}, keysOf: map[string][]string{}, expected: map[string]int{}}
+	in := &input{parts: map[string][]weir.Row{}, keysOf: map[string][]string{}, expected: map[string]int{}, poisoned: map[int64]bool{}}
 	for i := 0; i < w.Messages; i++ {
 		p := fmt.Sprintf("p%d", i%w.SourcePartitions)
 		k := fmt.Sprintf("k%03d", r.IntN(w.Keys))
-		in.parts[p] = append(in.parts[p], weir.Row{"key": k, "seq": int64(i), "event_ts": int64(i) * int64(time.Millisecond)})
+		row := weir.Row{"key": k, "seq": int64(i), "event_ts": int64(i) * int64(time.Millisecond)}
+		if w.Poison > 0 && i%w.Poison == w.Poison-1 {
+			row["poison"] = true
+			in.parts[p] = append(in.parts[p], row)
+			in.keysOf[p] = append(in.keysOf[p], "")
+			in.poisoned[int64(i)] = true
+			continue
+		}
+		in.parts[p] = append(in.parts[p], row)
 		in.keysOf[p] = append(in.keysOf[p], k)
 		in.expected[k]++
 	}
@@ -78,7 +88,9 @@ func (n *needOf) at(offs map[string]uint64) map[string]int {
 	for p, o := range offs {
 		keys := n.in.keysOf[p]
 		for i := n.offs[p]; i < o && i < uint64(len(keys)); i++ {
-			n.need[keys[i]]++
+			if keys[i] != "" { // a poisoned row is counted by no key
+				n.need[keys[i]]++
+			}
 		}
 		n.offs[p] = o
 	}
@@ -298,4 +310,46 @@ func (p *pacedPartition) Read(ctx context.Context, from connector.Offset, maxRow
 	}
 	maxRows = int(min(int64(maxRows), max(0, visible-int64(from))))
 	return p.SourcePartition.Read(ctx, from, maxRows, maxBytes)
+}
+
+// deadQueue receives the dead letters of Counter (Workload.Poison).
+const deadQueue = "dead"
+
+// poisoning wraps Counter's code: on a poisoned row it fails after the
+// code ran (counted, emitted), so that dead-lettering must undo the call.
+func poisoning(c weir.Computation) weir.Computation {
+	run := c.OnMessage
+	c.OnMessage = func(ctx weir.Context, m *weir.Message, out weir.Output) error {
+		if err := run(ctx, m, out); err != nil {
+			return err
+		}
+		if m.Payload["poison"] == true {
+			return fmt.Errorf("chaos: poisoned row seq %v", m.Payload["seq"])
+		}
+		return nil
+	}
+	return c
+}
+
+// readDeadLetters returns how many dead letters the queue "dead" holds per
+// poisoned seq.
+func readDeadLetters(ctx context.Context, st store.Store) (map[int64]int, error) {
+	q, err := queue.Open(ctx, st, deadQueue)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.Read(ctx, 0, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int64]int{}
+	for _, r := range rows {
+		payload, _ := r.Row["payload"].(map[string]any)
+		seq, ok := payload["seq"].(int64)
+		if !ok {
+			return nil, fmt.Errorf("dead letter %d has no payload seq: %v", r.Index, r.Row)
+		}
+		out[seq]++
+	}
+	return out, nil
 }
