@@ -68,6 +68,12 @@ var knownRaces = map[string]string{
 	// ./internal/chaos -run '^TestMetamorphic$/^102$' -count=4 -v.
 	// Seen in the variants extra-stage-short-leases and
 	// one-partition-batch-1: the episode is seed 102's, so every variant.
+	// 2026-12-02 (later): the "controller state stopped" half was the
+	// harness's — a restart after the completion was persisted loads the
+	// run as stopped, and the loop waited for Completed; fixed in sim.run.
+	// Not reproduced since in 16 strict runs (-count=4 and -count=12 of
+	// the replay above); the entry stays until the other half is
+	// explained or the long runs show it gone.
 	"102/*": "store-error episode race, liveness only",
 }
 

@@ -473,7 +473,12 @@ func (s *sim) run(ctx context.Context) *Result {
 	var ep *episode
 	for {
 		l := s.life
-		if l.ctl.State() == controller.Completed {
+		// A process restarted after its pipeline completed finds the
+		// completed run and loads it as stopped (controller.Load): the run
+		// completed, in the previous life. Waiting for Completed here was a
+		// liveness failure of the harness (seed 102's store-error episode,
+		// when the WAL failed just after the completion was persisted).
+		if l.ctl.State() == controller.Completed || l.ctl.PreviousRunCompleted() {
 			break
 		}
 		if time.Now().After(deadline) {
