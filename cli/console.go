@@ -96,13 +96,27 @@ type console struct {
 // per partition (with the job they belong to: a new job starts from 0),
 // source lag, and watermarks.
 type consoleSample struct {
-	at      time.Time
-	comps   map[string]board.Counters
-	parts   map[string]partSample
-	lag     *int64
-	lags    map[string]int64
-	sysWM   map[string]store.Timestamp // by stream
-	eventWM map[string]time.Time       // by reading computation
+	at    time.Time
+	comps map[string]board.Counters
+	parts map[string]partSample
+	lag   *int64
+	lags  map[string]int64
+	sysWM map[string]store.Timestamp // by stream
+	// newest is the newest epoch timestamp of any partition: the store's
+	// timestamps run up to its reserve ahead of the wall clock after a
+	// restart, so a system watermark's delay is measured from it.
+	newest  store.Timestamp
+	eventWM map[string]time.Time // by reading computation
+}
+
+// systemDelay is how far a system watermark is behind the sample's newest
+// epoch (nil before any epoch).
+func (s *consoleSample) systemDelay(wm store.Timestamp) *float64 {
+	if s.newest == 0 {
+		return nil
+	}
+	d := max(0, s.newest.Time().Sub(wm.Time()).Seconds())
+	return &d
 }
 
 type partSample struct {
@@ -205,6 +219,7 @@ func (c *console) sample(ctx context.Context, now time.Time) {
 	boards := eng.Board().Statuses()
 	for id, b := range boards {
 		s.parts[string(id)] = partSample{job: string(b.Job), totals: b.Totals}
+		s.newest = max(s.newest, b.Epoch)
 		for stream, ts := range b.SystemWM {
 			if cur, ok := s.sysWM[stream]; !ok || ts < cur {
 				s.sysWM[stream] = ts
@@ -456,19 +471,25 @@ type consoleWatermark struct {
 	System string `json:"system"`
 	// Event is the reading computation's event watermark, if any.
 	Event string `json:"event,omitempty"`
-	// SystemDelayS and EventDelayS are how far behind now they are.
+	// SystemDelayS is how far the system watermark is behind the newest
+	// epoch (store timestamps are no wall clock), EventDelayS how far the
+	// event watermark is behind now (negative when ahead: a queue source's
+	// event time is the store's timestamp of the row).
 	SystemDelayS *float64 `json:"system_delay_s,omitempty"`
 	EventDelayS  *float64 `json:"event_delay_s,omitempty"`
 }
 
 // consoleSeries are the charts: per sample time (unix seconds), each
 // computation's input rate over the window, the total source lag, and
-// each stream's system watermark delay (seconds behind the sample).
+// each stream's system watermark delay (seconds behind the newest epoch).
 type consoleSeries struct {
 	T     []int64               `json:"t"`
 	Rates map[string][]*float64 `json:"rates"`
 	Lag   []*int64              `json:"lag"`
 	WM    map[string][]*float64 `json:"wm_delay_s"`
+	// EventWM is each stream's reader's event watermark delay (seconds
+	// behind the sample), for streams read by a computation that has one.
+	EventWM map[string][]*float64 `json:"event_wm_delay_s"`
 }
 
 // parseWindow reads ?window= (a Go duration, at least 2s, at most the
@@ -487,7 +508,7 @@ func (c *console) data(ctx context.Context, window time.Duration) consoleData {
 		OutboxLimits: map[string]int64{}, Rates: map[string]rates{}, Commands: c.commands(),
 		Computations: []consoleComputation{}, Partitions: []consolePartition{}, Failures: []consoleFailure{},
 		Watermarks: []consoleWatermark{}, Epochs: map[string]epochStats{},
-		Series: consoleSeries{Rates: map[string][]*float64{}, WM: map[string][]*float64{}}}
+		Series: consoleSeries{Rates: map[string][]*float64{}, WM: map[string][]*float64{}, EventWM: map[string][]*float64{}}}
 	c.mu.Lock()
 	eng := c.current()
 	samples := append([]consoleSample(nil), c.samples...)
@@ -661,19 +682,13 @@ func (c *console) data(ctx context.Context, window time.Duration) consoleData {
 		w := consoleWatermark{Stream: s}
 		if last != nil {
 			if ts, ok := last.sysWM[s]; ok && ts != 0 {
-				t := ts.Time()
-				w.System = t.UTC().Format(time.RFC3339Nano)
-				delay := max(0, last.at.Sub(t).Seconds())
-				w.SystemDelayS = &delay
+				w.System = ts.Time().UTC().Format(time.RFC3339Nano)
+				w.SystemDelayS = last.systemDelay(ts)
 			}
-			for _, name := range names {
-				for _, in := range p.Computations[name].InputStreamIDs {
-					if ev, ok := last.eventWM[name]; ok && in == s {
-						w.Event = ev.UTC().Format(time.RFC3339Nano)
-						delay := max(0, last.at.Sub(ev).Seconds())
-						w.EventDelayS = &delay
-					}
-				}
+			if ev, ok := eventWMOf(p, last.eventWM, s); ok {
+				w.Event = ev.UTC().Format(time.RFC3339Nano)
+				delay := last.at.Sub(ev).Seconds() // negative: ahead of this clock
+				w.EventDelayS = &delay
 			}
 		}
 		d.Watermarks = append(d.Watermarks, w)
@@ -688,6 +703,19 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func partitionComputation(id string) string {
 	comp, _, _ := strings.Cut(strings.SplitN(id, "@", 2)[0], "/")
 	return comp
+}
+
+// eventWMOf returns the event watermark of the (first, by name)
+// computation reading stream that has one.
+func eventWMOf(p *spec.Pipeline, wms map[string]time.Time, stream string) (time.Time, bool) {
+	for _, name := range sortedNames(p.Computations) {
+		for _, in := range p.Computations[name].InputStreamIDs {
+			if ev, ok := wms[name]; ok && in == stream {
+				return ev, true
+			}
+		}
+	}
+	return time.Time{}, false
 }
 
 // series fills the charts from the samples. REQUIRES: len(ss) >= 2.
@@ -708,10 +736,16 @@ func (c *console) series(d *consoleData, ss []consoleSample, window time.Duratio
 		for stream := range c.t.spec.Streams {
 			var v *float64
 			if ts, ok := ss[i].sysWM[stream]; ok && ts != 0 {
-				delay := max(0, ss[i].at.Sub(ts.Time()).Seconds())
-				v = &delay
+				v = ss[i].systemDelay(ts)
 			}
 			d.Series.WM[stream] = append(d.Series.WM[stream], v)
+			if ev, ok := eventWMOf(c.t.spec, ss[i].eventWM, stream); ok {
+				delay := ss[i].at.Sub(ev).Seconds()
+				for len(d.Series.EventWM[stream]) < len(d.Series.T)-1 {
+					d.Series.EventWM[stream] = append(d.Series.EventWM[stream], nil)
+				}
+				d.Series.EventWM[stream] = append(d.Series.EventWM[stream], &delay)
+			}
 		}
 	}
 }

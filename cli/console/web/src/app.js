@@ -157,9 +157,9 @@ const ncell = (v, field, show) => el("td", { class: "num", "data-field": field, 
 // (two sweeps), so that edges cross little. Sizes are in CSS pixels: the
 // graph is as readable with forty computations as with two, and scrolls in
 // its box when larger than the page (or, zoomed out, shrinks to fit).
-const NW = 210, NH = 78, SH = 50, GX = 110, GY = 22;
+const NW = 210, NH = 78, SH = 50, GX = 110, GY = 22, GV = 58;
 
-function layout(graph) {
+function layout(graph, vertical) {
   const incoming = {};
   const outgoing = {};
   for (const e of graph.edges) {
@@ -193,6 +193,22 @@ function layout(graph) {
     }
   }
   const pos = {};
+  if (vertical) {
+    // Layers as rows (narrow screens): a chain is one column.
+    let y = 10, width = 0;
+    for (const l of layers) {
+      let x = 10, rowH = 0;
+      for (const n of l || []) {
+        const h = n.kind === "computation" ? NH : SH;
+        pos[n.id] = { x, y, h };
+        x += NW + 16;
+        rowH = Math.max(rowH, h);
+      }
+      width = Math.max(width, x - 16 + 10);
+      y += rowH + GV;
+    }
+    return { pos, width, height: y - GV + 10 };
+  }
   let height = 0;
   layers.forEach((l, d) => {
     let y = 10;
@@ -220,11 +236,13 @@ function nodeTitle(n) {
 function drawGraph(d) {
   const svg = $('[data-test="graph"]');
   const graph = d.graph;
-  const { pos, width, height } = layout(graph);
   // Actual size by default (text stays readable; a wide graph scrolls in
-  // its box); zoomed out, the whole graph fits the box, down to 40%.
+  // its box); zoomed out, the whole graph fits the box, down to 40%. On a
+  // narrow screen the layers are rows.
   const box = $('[data-test="graph-box"]');
   const avail = Math.max(200, box.clientWidth - 2);
+  const vertical = avail < 2 * NW + GX;
+  const { pos, width, height } = layout(graph, vertical);
   const scale = zoomOut ? Math.min(1, Math.max(0.4, avail / width)) : 1;
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
   svg.setAttribute("width", Math.round(width * scale));
@@ -235,15 +253,19 @@ function drawGraph(d) {
   for (const e of graph.edges) {
     const a = pos[e.from], b = pos[e.to];
     if (!a || !b) continue;
-    const x1 = a.x + NW, y1 = a.y + a.h / 2, x2 = b.x - 2, y2 = b.y + b.h / 2, mx = (x1 + x2) / 2;
+    const x1 = vertical ? a.x + NW / 2 : a.x + NW, y1 = vertical ? a.y + a.h : a.y + a.h / 2;
+    const x2 = vertical ? b.x + NW / 2 : b.x - 2, y2 = vertical ? b.y - 2 : b.y + b.h / 2;
+    const mx = (x1 + x2) / 2, my = (y1 + y2) / 2;
+    const curve = vertical ? `M${x1},${y1} C${x1},${my} ${x2},${my} ${x2},${y2}` : `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`;
+    const lx = vertical ? mx + 10 : mx, anchor = vertical ? "start" : "middle";
     const w = 1.5 + 3.5 * Math.log10(1 + (9 * e.rate) / maxRate);
     let label = rate(e.rate);
     if (e.backlog !== undefined && e.backlog > 0) label += ` · ${compact.format(e.backlog)} queued`;
     parts.push(el("g", { class: "edge" + (e.backpressure ? " backpressure" : ""), "data-edge": `${e.from}->${e.to}`, "data-rate": e.rate, "data-backlog": e.backlog ?? "" },
       el("title", {}, `${e.stream}: ${rate(e.rate)}` + (e.backlog !== undefined ? `, ${num(e.backlog)} not yet processed` : "") + (e.backpressure ? " — backpressure" : "")),
-      el("path", { d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, "stroke-width": w.toFixed(1) }),
-      el("text", { x: mx, y: (y1 + y2) / 2 - 6, "text-anchor": "middle", class: "edge-label" }, label),
-      el("text", { x: mx, y: (y1 + y2) / 2 + 12, "text-anchor": "middle", class: "edge-stream" }, e.stream.length > 16 ? e.stream.slice(0, 15) + "…" : e.stream)));
+      el("path", { d: curve, "stroke-width": w.toFixed(1) }),
+      el("text", { x: lx, y: my - 6, "text-anchor": anchor, class: "edge-label" }, label),
+      el("text", { x: lx, y: my + 12, "text-anchor": anchor, class: "edge-stream" }, e.stream.length > 16 ? e.stream.slice(0, 15) + "…" : e.stream)));
   }
   for (const n of graph.nodes) {
     const p = pos[n.id];
@@ -425,10 +447,10 @@ function renderEpochs(d) {
 }
 
 function renderWatermarks(d) {
-  table('[data-test="watermarks"]', [{ label: "stream" }, { label: "system watermark" }, { label: "behind now", num: 1 }, { label: "event watermark" }, { label: "behind now", num: 1 }],
+  table('[data-test="watermarks"]', [{ label: "stream" }, { label: "system watermark" }, { label: "behind the newest epoch", num: 1 }, { label: "event watermark" }, { label: "behind now", num: 1 }],
     d.watermarks.map((w) => el("tr", { "data-stream": w.stream }, el("th", { scope: "row" }, w.stream), el("td", {}, w.system ? clock(w.system) : "—"),
       ncell(w.system_delay_s, "system-delay", secs(w.system_delay_s)), el("td", {}, w.event ? new Date(w.event).toISOString() : "—"),
-      ncell(w.event_delay_s, "event-delay", secs(w.event_delay_s)))));
+      ncell(w.event_delay_s, "event-delay", w.event_delay_s < 0 ? secs(-w.event_delay_s) + " ahead" : secs(w.event_delay_s)))));
 }
 
 function renderWorkers(d) {
@@ -484,7 +506,13 @@ function renderCharts(d) {
   }
   if ($('[data-panel="watermarks"]').hidden === false) {
     const names = Object.keys(s.wm_delay_s).sort();
-    drawChart("wm", $('[data-test="wm-chart"]'), names, "seconds", [s.t, ...names.map((n) => s.wm_delay_s[n])]);
+    const events = Object.keys(s.event_wm_delay_s || {}).sort();
+    const pad = (a) => a.concat(Array(Math.max(0, s.t.length - a.length)).fill(null));
+    drawChart("wm", $('[data-test="wm-chart"]'), [...names.map((n) => n + " (system)"), ...events.map((n) => n + " (event)")], "seconds behind",
+      [s.t, ...names.map((n) => s.wm_delay_s[n]), ...events.map((n) => pad(s.event_wm_delay_s[n]))]);
+    const lastVal = (a) => (a && a.length ? a[a.length - 1] : null);
+    legend($('[data-test="wm-legend"]'), [...names.map((n, i) => [n + " (system)", secs(lastVal(s.wm_delay_s[n])), COLORS[i % COLORS.length]]),
+      ...events.map((n, i) => [n + " (event)", secs(lastVal(s.event_wm_delay_s[n])), COLORS[(names.length + i) % COLORS.length]])]);
   }
 }
 
