@@ -216,8 +216,8 @@ func runController(o *Options, args []string) error {
 			"--lease-timeout of its loss. The active one runs FILE's pipeline on the\n"+
 			"registered workers ('weir worker'), replaces the jobs of lost workers and\n"+
 			"balances partitions when workers join or leave. Its admin API serves\n"+
-			"GET /status and POST /drain?worker=ID. Exits 0 once the pipeline\n"+
-			"completed or stopped.")
+			"GET /status, POST /drain?worker=ID and the web console (GET /). Exits 0\n"+
+			"once the pipeline completed or stopped.")
 	storeAddr := fs.String("store", "", "PostgreSQL store URL (required)")
 	specPath := fs.String("spec", "", "pipeline spec file (required)")
 	id := fs.String("id", "", "controller name (default: host name and PID)")
@@ -267,6 +267,14 @@ func runController(o *Options, args []string) error {
 	}
 	defer srv.Close()
 	fmt.Fprintf(o.Stdout, "controller %s standing by; admin API at %s\n", *id, ln.Addr())
+	scheme, hint := "http", ""
+	if sec.CertFile != "" {
+		scheme = "https"
+	}
+	if sec.Token != "" {
+		hint = " (open it with #token=<the cluster token> appended)"
+	}
+	fmt.Fprintf(o.Stdout, "web console: %s://%s/%s\n", scheme, ln.Addr(), hint)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 2)

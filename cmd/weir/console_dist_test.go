@@ -107,6 +107,7 @@ func TestConsoleDistributedInChromium(t *testing.T) {
 	}
 	ctl := startCluster(t, "controller", "--store", url, "--spec", infiniteSpec(t), "--id", "controller-a", "--token-file", tokenFile)
 	addr := ctl.await(t, regexp.MustCompile(`admin API at (\S+)`))[1]
+	ctl.await(t, regexp.MustCompile(`web console: http://`+regexp.QuoteMeta(addr)+`/ \(open it with #token=`))
 
 	get := func(path string, auth bool) (*http.Response, error) {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
