@@ -102,9 +102,14 @@ const step = (s) => console.log("step: " + s);
       if (Math.min(...heights) < 12) fail(`graph figures ${Math.min(...heights)}px high`);
       if (await overflow()) fail("horizontal overflow at 1400px");
       await shot("console-large.png");
+      const wide = await page.$eval('[data-test="graph"]', (g) => g.getBoundingClientRect().width);
+      const boxW = await page.$eval('[data-test="graph-box"]', (b) => b.clientWidth);
+      if (wide <= boxW) fail(`at actual size the graph (${wide}px) should be wider than its box (${boxW}px)`);
       await page.click('[data-test="zoom"]');
-      await page.waitForTimeout(300);
+      await waitFor("zoomed out to fit", async () => (await page.$eval('[data-test="graph"]', (g) => g.getBoundingClientRect().width)) <= boxW || "wider");
       await shot("console-large-zoomed-out.png");
+      await page.click('[data-test="zoom"]');
+      await waitFor("actual size again", async () => (await page.$eval('[data-test="graph"]', (g) => g.getBoundingClientRect().width)) === wide || "not yet");
       await page.setViewportSize({ width: 420, height: 900 });
       await page.waitForTimeout(600);
       if (await overflow()) fail(`horizontal overflow at 420px: ${await overflow()}px`);
@@ -123,8 +128,9 @@ const step = (s) => console.log("step: " + s);
       console.log(`failure on the graph ${Date.now() - t0} ms after /status listed it`);
       if (!(await page.$eval('[data-test="state"]', (e) => e.classList.contains("degraded")))) fail("the header does not mark the pipeline degraded");
 
-      step("failures view: the full error, the poison row, its origin, history, CLI actions");
-      await tab("failures");
+      step("failures view (through the summary's link): the full error, the poison row, its origin, history, CLI actions");
+      await page.click('[data-test="failures-summary"] button');
+      await page.waitForSelector('[data-panel="failures"]:not([hidden])');
       const card = `[data-failure^="${expect.failing}"]`;
       await page.waitForSelector(card);
       // Each attempt names the message by its id, which holds the attempt's
@@ -183,6 +189,14 @@ const step = (s) => console.log("step: " + s);
         const want = s.partitions.map((p) => p.Partition);
         return JSON.stringify(rows.sort()) === JSON.stringify(want.sort()) || { rows, want };
       });
+      const comp0 = Object.keys(st0.computations).sort()[0];
+      await page.selectOption('[data-test="partition-filter"]', comp0);
+      await waitFor("the filter shows one computation's partitions", async () => {
+        const rows = await page.$$eval('[data-test="partitions"] [data-partition]', (rs) => rs.map((r) => r.dataset.partition));
+        const want = (await status()).partitions.map((p) => p.Partition).filter((p) => p.split(/[/@]/)[0] === comp0);
+        return JSON.stringify(rows.sort()) === JSON.stringify(want.sort()) || { rows, want };
+      });
+      await page.selectOption('[data-test="partition-filter"]', "");
       if (mode === "run") {
         const lagCells = await page.$$eval('[data-test="partitions"] [data-field="lag"]', (cs) => cs.map((c) => c.dataset.value));
         if (!lagCells.includes("0")) fail(`no source partition shows lag 0: ${lagCells}`);
@@ -214,6 +228,11 @@ const step = (s) => console.log("step: " + s);
       await page.waitForSelector('[data-test="detail"][hidden]', { state: "attached" });
       await page.focus(`[data-node="${comp}"]`);
       await page.keyboard.press("Enter");
+      await page.waitForSelector(`[data-test="detail"]:not([hidden]) [data-detail="${comp}"]`);
+      await page.click('[data-test="close-detail"]');
+      await page.waitForSelector('[data-test="detail"][hidden]', { state: "attached" });
+      await page.click(`[data-comp="${comp}"] button`); // the computations table opens it too
+      await page.waitForSelector(`[data-test="detail"]:not([hidden]) [data-detail="${comp}"]`);
 
       if (mode === "run") {
         step("without the token Pause is refused and nothing changes");
