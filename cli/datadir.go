@@ -201,6 +201,9 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 // readRows writes rows of q as JSON lines: one partition (partition >= 0)
 // from offset, or every partition in turn; at most limit rows (0: all).
 func readRows(ctx context.Context, q *queue.Queue, w io.Writer, partition int, offset uint64, limit int) (int, error) {
+	if limit < 0 {
+		return 0, fmt.Errorf("limit %d: want 0 (all rows) or a positive count", limit)
+	}
 	bw := bufio.NewWriter(w)
 	defer bw.Flush()
 	parts := []int{partition}

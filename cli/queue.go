@@ -76,9 +76,15 @@ func queueArgs(fs *flag.FlagSet, loc location, args []string) (string, error) {
 		return "", usageErr(fs, "need a NAME")
 	case len(pos) > 1:
 		return "", usageErr(fs, "want one NAME, got %d arguments (%s)", len(pos), echoArgs(pos))
+	case len(pos[0]) > maxNameBytes:
+		return "", usageErr(fs, "NAME %s: a name is at most %d bytes", echo(pos[0]), maxNameBytes)
 	}
 	return pos[0], nil
 }
+
+// maxNameBytes bounds a queue or table NAME on the command line: a name
+// is an identifier, and the errors that name it must stay readable.
+const maxNameBytes = 1024
 
 // withStore runs fn on the store at loc, or returns a client of the admin
 // API of the running weir that holds DIR's store. A PostgreSQL store is

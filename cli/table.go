@@ -73,6 +73,9 @@ func tableList(o *Options, args []string) error {
 // readTable writes the rows of table name in [from, to) (JSON array key
 // prefixes, "" for open ends) to w as JSON lines.
 func readTable(ctx context.Context, st store.Store, w io.Writer, name, from, to string, limit int) error {
+	if limit < 0 {
+		return fmt.Errorf("limit %d: want 0 (all rows) or a positive count", limit)
+	}
 	t, err := externalstate.Lookup(ctx, st, name)
 	if err != nil {
 		return err

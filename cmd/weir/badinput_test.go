@@ -203,6 +203,8 @@ func TestValuesRefused(t *testing.T) {
 		{[]string{"queue", "list", "--data", dir, "events"}, `takes no arguments, got "events"`},
 		{[]string{"table", "read", "--data", dir, "--limit", "-1", "key_counts"}, "--limit -1: want 0 (all rows) or a positive count"},
 		{[]string{"queue", "create", "--data", dir, "q"}, "need --partitions N"},
+		{[]string{"queue", "write", "--data", dir, long}, `"… (100000 bytes): a name is at most 1024 bytes`},
+		{[]string{"table", "read", "--data", dir, long}, `"… (100000 bytes): a name is at most 1024 bytes`},
 		{[]string{"pipeline", "frob"}, `weir pipeline: unknown subcommand "frob"`},
 		{[]string{"queue"}, "weir queue: missing subcommand"},
 		{[]string{"demo", "--example", "service-log"}, "--example \"service-log\": the demo runs counter, counter-async, counter-alo, wordcount"},
