@@ -60,6 +60,10 @@ type CheckReport struct {
 //     reads every key;
 //   - the commit marks: no acknowledged commit is missing from the logs.
 //
+// Table files the MANIFEST does not name are leftovers (CheckReport.Leftovers),
+// not damage; a read-only filesystem is noted (CheckReport.ReadOnlyFS), and
+// checked all the same.
+//
 // err is for a check that could not run (dir missing, the database locked
 // by a running process); damage is reported in the CheckReport.
 func CheckFiles(dir string, opts Options) (*CheckReport, error) {
