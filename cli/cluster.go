@@ -109,11 +109,14 @@ func runWorker(o *Options, args []string) error {
 	verbose := fs.Bool("v", false, "log job and transport events")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the worker's whole life to this file")
 	sf := addSecurityFlags(fs)
-	if _, err := parse(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *storeAddr == "" || *listen == "" {
 		return usageErr(fs, "need --store URL and --listen ADDR")
+	}
+	if *drainTimeout < 0 || *lost <= 0 {
+		return usageErr(fs, "--drain-timeout %s must not be negative and --lost-timeout %s must be positive", *drainTimeout, *lost)
 	}
 	sec, err := sf.security(*listen)
 	if err != nil {
@@ -225,11 +228,14 @@ func runController(o *Options, args []string) error {
 	leaseTimeout := fs.Duration("lease-timeout", 5*time.Second, "leadership lease timeout (a standby takes over within it)")
 	verbose := fs.Bool("v", false, "log controller events")
 	sf := addSecurityFlags(fs)
-	if _, err := parse(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *storeAddr == "" || *specPath == "" {
 		return usageErr(fs, "need --store URL and --spec FILE")
+	}
+	if *leaseTimeout <= 0 {
+		return usageErr(fs, "--lease-timeout %s must be positive", *leaseTimeout)
 	}
 	sec, err := sf.security(*admin)
 	if err != nil {
