@@ -51,9 +51,10 @@ const (
 	// samples it keeps (10 minutes): the longest rate window and the chart.
 	consoleSamplePeriod = time.Second
 	consoleHistory      = 600
-	// epochSamplePeriod is how often partitions' last epochs are read (an
-	// epoch is rarely shorter: batch_duration defaults to 1s; a shorter
-	// one is missed from the history, not from the rates).
+	// epochSamplePeriod is how often partitions' last epochs and failures
+	// are read (sampleFast; an epoch is rarely shorter: batch_duration
+	// defaults to 1s; a shorter one is missed from the history, not from
+	// the rates).
 	epochSamplePeriod = 100 * time.Millisecond
 	// consoleEpochs is how many recent epochs are kept per partition,
 	// consoleRestarts how many restarts.
@@ -164,8 +165,8 @@ func (c *console) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-fast.C:
-			c.sampleEpochs()
+		case now := <-fast.C:
+			c.sampleFast(now)
 		case now := <-slow.C:
 			c.sample(ctx, now)
 		}
@@ -182,12 +183,27 @@ func (c *console) current() *engine.Engine {
 	return eng
 }
 
-func (c *console) sampleEpochs() {
+// sampleFast records new epochs and the partitions' failures and
+// recoveries (a restart history: a failing job restarts with a backoff
+// from 1 s by default, so at this period a failure is missed only when
+// the backoff is set shorter).
+func (c *console) sampleFast(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	eng := c.current()
 	if eng == nil {
 		return
+	}
+	for _, p := range eng.Controller().Partitions() {
+		id := string(p.Partition)
+		if p.LastErrorAt != nil && !p.LastErrorAt.Equal(c.lastErr[id]) {
+			c.lastErr[id] = *p.LastErrorAt
+			c.addRestart(id, restartEvent{At: *p.LastErrorAt, Restarts: p.Restarts, Failures: p.ConsecutiveFailures, Error: firstLine(p.LastError)})
+		}
+		if c.failing[id] && p.ConsecutiveFailures == 0 {
+			c.addRestart(id, restartEvent{At: now, Restarts: p.Restarts, Recover: true})
+		}
+		c.failing[id] = p.ConsecutiveFailures > 0
 	}
 	for id, s := range eng.Board().Statuses() {
 		e := s.LastEpoch
@@ -247,17 +263,6 @@ func (c *console) sample(ctx context.Context, now time.Time) {
 	c.samples = append(c.samples, s)
 	if len(c.samples) > consoleHistory {
 		c.samples = c.samples[len(c.samples)-consoleHistory:]
-	}
-	for _, p := range st.Partitions {
-		id := string(p.Partition)
-		if p.LastErrorAt != nil && !p.LastErrorAt.Equal(c.lastErr[id]) {
-			c.lastErr[id] = *p.LastErrorAt
-			c.addRestart(id, restartEvent{At: *p.LastErrorAt, Restarts: p.Restarts, Failures: p.ConsecutiveFailures, Error: firstLine(p.LastError)})
-		}
-		if c.failing[id] && p.ConsecutiveFailures == 0 {
-			c.addRestart(id, restartEvent{At: now, Restarts: p.Restarts, Recover: true})
-		}
-		c.failing[id] = p.ConsecutiveFailures > 0
 	}
 }
 
@@ -508,7 +513,7 @@ func (c *console) data(ctx context.Context, window time.Duration) consoleData {
 		OutboxLimits: map[string]int64{}, Rates: map[string]rates{}, Commands: c.commands(),
 		Computations: []consoleComputation{}, Partitions: []consolePartition{}, Failures: []consoleFailure{},
 		Watermarks: []consoleWatermark{}, Epochs: map[string]epochStats{},
-		Series: consoleSeries{Rates: map[string][]*float64{}, WM: map[string][]*float64{}, EventWM: map[string][]*float64{}}}
+		Series: consoleSeries{T: []int64{}, Lag: []*int64{}, Rates: map[string][]*float64{}, WM: map[string][]*float64{}, EventWM: map[string][]*float64{}}}
 	c.mu.Lock()
 	eng := c.current()
 	samples := append([]consoleSample(nil), c.samples...)
