@@ -399,6 +399,7 @@ type consoleComputation struct {
 type epochStats struct {
 	Count         int     `json:"count"`
 	AvgInputs     float64 `json:"avg_inputs"`
+	AvgBytes      float64 `json:"avg_bytes"`
 	AvgDurationMS float64 `json:"avg_duration_ms"`
 	MaxDurationMS float64 `json:"max_duration_ms"`
 	AvgCommitMS   float64 `json:"avg_commit_ms"`
@@ -429,6 +430,8 @@ type consoleEpoch struct {
 	Inputs     int     `json:"inputs"`
 	Duplicates int     `json:"duplicates"`
 	Outputs    int     `json:"outputs"`
+	Writes     int     `json:"writes"`
+	Bytes      int     `json:"bytes"`
 	DurationMS float64 `json:"duration_ms"`
 	CommitMS   float64 `json:"commit_ms"`
 	Committed  bool    `json:"committed"`
@@ -618,7 +621,7 @@ func (c *console) data(ctx context.Context, window time.Duration) consoleData {
 		for i := len(epochs[id]) - 1; i >= 0; i-- {
 			e := epochs[id][i]
 			cp.Epochs = append(cp.Epochs, consoleEpoch{TS: fmt.Sprintf("%016x", uint64(e.TS)), At: e.At.UTC().Format(time.RFC3339Nano),
-				Inputs: e.Inputs, Duplicates: e.Duplicates, Outputs: e.Outputs,
+				Inputs: e.Inputs, Duplicates: e.Duplicates, Outputs: e.Outputs, Writes: e.Writes, Bytes: e.Bytes,
 				DurationMS: ms(e.Duration), CommitMS: ms(e.Commit), Committed: e.Committed})
 		}
 		if l, ok := lags[id]; ok {
@@ -655,7 +658,7 @@ func (c *console) data(ctx context.Context, window time.Duration) consoleData {
 		}
 		d.Computations = append(d.Computations, cc)
 		var es epochStats
-		var in, dur, com float64
+		var in, by, dur, com float64
 		for id, h := range epochs {
 			if partitionComputation(id) != name {
 				continue
@@ -663,6 +666,7 @@ func (c *console) data(ctx context.Context, window time.Duration) consoleData {
 			for _, e := range h {
 				es.Count++
 				in += float64(e.Inputs)
+				by += float64(e.Bytes)
 				dur += ms(e.Duration)
 				com += ms(e.Commit)
 				es.MaxDurationMS = max(es.MaxDurationMS, ms(e.Duration))
@@ -671,7 +675,7 @@ func (c *console) data(ctx context.Context, window time.Duration) consoleData {
 		}
 		if es.Count > 0 {
 			n := float64(es.Count)
-			es.AvgInputs, es.AvgDurationMS, es.AvgCommitMS = in/n, dur/n, com/n
+			es.AvgInputs, es.AvgBytes, es.AvgDurationMS, es.AvgCommitMS = in/n, by/n, dur/n, com/n
 		}
 		d.Epochs[name] = es
 	}
@@ -864,7 +868,11 @@ func errorOrigin(comp, msg string) *failureOrigin {
 	if m == nil {
 		return nil
 	}
-	o := &failureOrigin{Cause: firstLine(m[8]), Source: m[5], SourcePartition: m[6], Offset: m[7]}
+	cause := firstLine(m[8])
+	if i := strings.LastIndex(cause, " (to skip it: "); i >= 0 && strings.HasSuffix(cause, ")") {
+		cause = cause[:i] // the skip command, which the actions list
+	}
+	o := &failureOrigin{Cause: cause, Source: m[5], SourcePartition: m[6], Offset: m[7]}
 	switch {
 	case m[2] != "":
 		o.Call, o.Message = "message", m[2]
@@ -932,6 +940,16 @@ func (c *console) actions(partition, worker string, o *failureOrigin) []cliActio
 			if qp, _ := cp.SourceStreams[o.Source].Parameters["queue_path"].(string); qp != "" {
 				out = append(out, cliAction{"read the poison row", fmt.Sprintf("weir queue read %s --partition %s --offset %s --limit 1 %s", c.t.cli, o.SourcePartition, o.Offset, qp)})
 			}
+		}
+	}
+	if o != nil && o.Call == "message" {
+		comp := partitionComputation(partition)
+		if o.Offset != "" {
+			out = append(out, cliAction{"skip the poison message (recorded in the store; the partition goes on)",
+				fmt.Sprintf("weir pipeline skip %s --computation %s --source-partition %s --offset %s", c.t.cli, comp, o.SourcePartition, o.Offset)})
+		} else {
+			out = append(out, cliAction{"skip the poison message (recorded in the store; the partition goes on)",
+				fmt.Sprintf("weir pipeline skip %s --computation %s --message %s", c.t.cli, comp, o.Message)})
 		}
 	}
 	out = append(out,
