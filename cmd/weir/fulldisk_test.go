@@ -194,6 +194,9 @@ func TestFullDiskPausesAndResumes(t *testing.T) {
 	}
 	t.Logf("second run's stderr:\n%s", out)
 	checkExact(t, readCounts(t, dir), want)
+	if out := weir(t, "", "store", "check", "--data", dir); !strings.Contains(out, "no damage found") {
+		t.Fatalf("weir store check after the full disk:\n%s", out)
+	}
 }
 
 // TestQueueWriteOnFullDisk: 'weir queue write' of more than the disk
