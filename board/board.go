@@ -73,8 +73,11 @@ type EpochStats struct {
 	// TS is the epoch's timestamp; At when it was applied (wall clock).
 	TS store.Timestamp
 	At time.Time
-	// Inputs, Duplicates and Outputs count the epoch's messages.
+	// Inputs, Duplicates and Outputs count the epoch's messages; Writes
+	// and Bytes its transaction's mutations and their key and value bytes
+	// (0 when it committed nothing).
 	Inputs, Duplicates, Outputs int
+	Writes, Bytes               int
 	// Duration runs from the start of the epoch's decision to the end of
 	// its commit; Commit is the commit alone (the store's latency).
 	Duration, Commit time.Duration

@@ -279,7 +279,7 @@ func (j *Job) Apply(ctx context.Context, d *Decision) (EpochResult, error) {
 		commitTook = time.Since(t0)
 		res.Committed = true
 	}
-	j.recordEpoch(d.TS, res, commitTook)
+	j.recordEpoch(d, res, commitTook)
 	j.lastTS = d.TS
 	if j.comp.Mode == plan.ExactlyOnce && !j.comp.Swift() && j.recv != nil {
 		applied.record(j.st, string(j.cfg.Partition.ID), d.Fresh, j.inputs.watermarks)
@@ -331,10 +331,14 @@ func epochCounters(res EpochResult) board.Counters {
 // recordEpoch keeps an applied epoch's figures for the job's status
 // (board.Status.Totals and LastEpoch: the web console's per-partition
 // rates and epoch history). Nothing decides on them.
-func (j *Job) recordEpoch(ts store.Timestamp, res EpochResult, commit time.Duration) {
+func (j *Job) recordEpoch(d *Decision, res EpochResult, commit time.Duration) {
 	j.totals.Add(epochCounters(res))
-	j.lastEpoch = &board.EpochStats{TS: ts, At: time.Now(), Inputs: res.Inputs, Duplicates: res.Duplicates, Outputs: res.Outputs,
+	e := &board.EpochStats{TS: d.TS, At: time.Now(), Inputs: res.Inputs, Duplicates: res.Duplicates, Outputs: res.Outputs,
 		Duration: time.Since(j.decideStart), Commit: commit, Committed: res.Committed}
+	if res.Committed && d.Txn != nil {
+		e.Writes, e.Bytes = d.Txn.Len(), d.Txn.Bytes()
+	}
+	j.lastEpoch = e
 }
 
 // String summarises the decision for traces and protocol scripts: the

@@ -14,6 +14,7 @@ const num = (n) => (n === undefined || n === null ? "—" : fmt.format(n));
 const rate = (n) => (n === undefined || n === null ? "—" : (n >= 10000 ? compact.format(n) : fmt.format(n)) + "/s");
 const msf = (n) => (n === undefined || n === null ? "—" : n >= 1000 ? fmt.format(n / 1000) + " s" : fmt.format(n) + " ms");
 const secs = (n) => (n === undefined || n === null ? "—" : n < 120 ? fmt.format(n) + " s" : fmt.format(n / 60) + " min");
+const bytes = (n) => (n === undefined || n === null ? "—" : n < 1024 ? n + " B" : n < 1048576 ? fmt.format(n / 1024) + " KiB" : fmt.format(n / 1048576) + " MiB");
 const clock = (t) => (t ? new Date(t).toLocaleTimeString("en-GB") : "—");
 
 const POLL_MS = 500;
@@ -323,11 +324,12 @@ function epochRows(epochs, withPartition) {
   return epochs.map((e) => el("tr", { "data-epoch": e.ts },
     withPartition ? el("td", {}, e.partition) : null,
     el("td", { class: "mono" }, e.ts), el("td", {}, clock(e.at)),
-    ncell(e.inputs, "inputs"), ncell(e.outputs, "outputs"), ncell(e.duplicates, "duplicates"),
+    ncell(e.inputs, "inputs"), ncell(e.outputs, "outputs"), ncell(e.duplicates, "duplicates"), ncell(e.writes, "writes"), ncell(e.bytes, "bytes", bytes(e.bytes)),
     ncell(e.duration_ms, "duration", msf(e.duration_ms)), ncell(e.commit_ms, "commit", e.committed ? msf(e.commit_ms) : "none")));
 }
 const epochHead = (withPartition) => [withPartition ? { label: "partition" } : null, { label: "epoch" }, { label: "applied" }, { label: "inputs", num: 1 },
-  { label: "outputs", num: 1 }, { label: "redelivered", num: 1 }, { label: "duration", num: 1 }, { label: "commit", num: 1 }].filter(Boolean);
+  { label: "outputs", num: 1 }, { label: "redelivered", num: 1 }, { label: "writes", num: 1 }, { label: "size", num: 1 }, { label: "duration", num: 1 },
+  { label: "commit", num: 1 }].filter(Boolean);
 
 function partitionRows(parts) {
   return parts.map((p) => el("tr", { "data-partition": p.id, class: p.state },
@@ -375,6 +377,7 @@ function renderDetail(d) {
       el("div", {}, el("dt", {}, "epoch duration avg / max"), el("dd", {}, `${msf(es.avg_duration_ms)} / ${msf(es.max_duration_ms)}`)),
       el("div", {}, el("dt", {}, "commit latency avg / max"), el("dd", {}, `${msf(es.avg_commit_ms)} / ${msf(es.max_commit_ms)}`)),
       el("div", {}, el("dt", {}, "inputs per epoch"), el("dd", {}, num(es.avg_inputs))),
+      el("div", {}, el("dt", {}, "transaction per epoch"), el("dd", {}, bytes(es.avg_bytes))),
       el("div", {}, el("dt", {}, "outbox limit"), el("dd", {}, num(c.outbox_limit)))),
     el("h3", {}, "Partitions"),
     el("div", { class: "scroll" }, el("table", {}, el("thead", {}, el("tr", {}, partitionHead.map((h) => el("th", { class: h.num ? "num" : "" }, h.label)))),
@@ -434,12 +437,12 @@ function renderPartitions(d) {
 $('[data-test="partition-filter"]').addEventListener("change", () => last && render(last));
 
 function renderEpochs(d) {
-  table('[data-test="epoch-summary"]', [{ label: "computation" }, { label: "epochs seen", num: 1 }, { label: "epochs/s", num: 1 }, { label: "inputs/epoch", num: 1 },
+  table('[data-test="epoch-summary"]', [{ label: "computation" }, { label: "epochs seen", num: 1 }, { label: "epochs/s", num: 1 }, { label: "inputs/epoch", num: 1 }, { label: "size/epoch", num: 1 },
     { label: "duration avg", num: 1 }, { label: "max", num: 1 }, { label: "commit avg", num: 1 }, { label: "max", num: 1 }],
   d.computations.map((c) => {
     const s = d.epoch_summary[c.name] || {};
     return el("tr", { "data-epoch-comp": c.name }, el("th", { scope: "row" }, c.name), ncell(s.count, "count"), ncell(c.rates.epochs_per_s, "epoch-rate"),
-      ncell(s.avg_inputs, "avg-inputs"), ncell(s.avg_duration_ms, "avg-duration", msf(s.avg_duration_ms)), ncell(s.max_duration_ms, "max-duration", msf(s.max_duration_ms)),
+      ncell(s.avg_inputs, "avg-inputs"), ncell(s.avg_bytes, "avg-bytes", bytes(s.avg_bytes)), ncell(s.avg_duration_ms, "avg-duration", msf(s.avg_duration_ms)), ncell(s.max_duration_ms, "max-duration", msf(s.max_duration_ms)),
       ncell(s.avg_commit_ms, "avg-commit", msf(s.avg_commit_ms)), ncell(s.max_commit_ms, "max-commit", msf(s.max_commit_ms)));
   }));
   const all = d.partitions.flatMap((p) => p.epochs.map((e) => ({ ...e, partition: p.id }))).sort((a, b) => (a.at < b.at ? 1 : -1)).slice(0, 40);

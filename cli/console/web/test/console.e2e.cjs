@@ -207,6 +207,8 @@ const step = (s) => console.log("step: " + s);
       await waitFor("epochs listed", async () => (await page.$$('[data-test="epochs"] [data-epoch]')).length > 0 || "none");
       const dur = await page.$$eval('[data-test="epochs"] [data-field="duration"]', (cs) => cs.map((c) => Number(c.dataset.value)));
       if (!dur.some((x) => x > 0)) fail(`no epoch duration: ${dur}`);
+      const sizes = await page.$$eval('[data-test="epochs"] [data-field="bytes"]', (cs) => cs.map((c) => Number(c.dataset.value)));
+      if (!sizes.some((x) => x > 0)) fail(`no epoch size: ${sizes}`);
 
       step("watermarks table and chart");
       await tab("watermarks");
