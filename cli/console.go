@@ -1001,6 +1001,7 @@ func sourceLags(ctx context.Context, st store.Store, p *spec.Pipeline) map[strin
 // no data; /console/data is behind whatever guards mux.
 func (c *console) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", consolePage)
+	mux.HandleFunc("GET /favicon.ico", consolePage)
 	mux.HandleFunc("GET /console/{file}", func(w http.ResponseWriter, req *http.Request) {
 		if req.PathValue("file") != "data" {
 			consolePage(w, req)
@@ -1016,6 +1017,8 @@ func (c *console) routes(mux *http.ServeMux) {
 func consolePage(w http.ResponseWriter, req *http.Request) {
 	dist, _ := fs.Sub(consoleFiles, "console/dist")
 	switch f := strings.TrimPrefix(req.URL.Path, "/console/"); f {
+	case "/favicon.ico":
+		w.WriteHeader(http.StatusNoContent) // none: a browser asks for it
 	case "/":
 		serveEmbedded(w, dist, "index.html", "text/html; charset=utf-8")
 	case "console.js":
@@ -1031,7 +1034,11 @@ func consolePage(w http.ResponseWriter, req *http.Request) {
 // which hold no data (served without the cluster token: a browser cannot
 // send it on navigation; the page sends it with every data request).
 func isConsoleAsset(r *http.Request) bool {
-	return r.Method == http.MethodGet && (r.URL.Path == "/" || r.URL.Path == "/console/console.js" || r.URL.Path == "/console/console.css")
+	switch r.URL.Path {
+	case "/", "/favicon.ico", "/console/console.js", "/console/console.css":
+		return r.Method == http.MethodGet
+	}
+	return false
 }
 
 func serveEmbedded(w http.ResponseWriter, dist fs.FS, name, ctype string) {

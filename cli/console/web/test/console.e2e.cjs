@@ -51,6 +51,11 @@ const step = (s) => console.log("step: " + s);
     const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     const errors = [];
     page.on("pageerror", (e) => errors.push(String(e)));
+    // Nothing the page reads may fail while the process runs (a failed
+    // fetch once it is gone is expected; refused actions are checked
+    // below).
+    let gone = false;
+    page.on("response", (r) => !gone && r.request().method() === "GET" && r.status() >= 400 && errors.push(`${r.status()} ${r.url()}`));
     await page.goto(url + "/#token=" + token);
     await page.waitForSelector("body[data-loaded=true]", { timeout: 15000 });
     if ((await page.evaluate(() => location.hash)) !== "") fail("the token stayed in the address bar");
@@ -307,6 +312,7 @@ const step = (s) => console.log("step: " + s);
       if (mode === "run") {
         await page.click('button[data-action="stop"]');
       }
+      gone = true;
       console.log("waiting for the process to end");
       await waitFor("disconnected shown", async () => (await page.getAttribute("body", "data-connection")) === "lost" || "still live", 60000);
       const banner = await text('[data-test="disconnected"]');
