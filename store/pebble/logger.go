@@ -26,6 +26,8 @@ import (
 //     background goroutines (e.g. a failed MANIFEST sync) is not recovered and
 //     ends the process, as it would with Pebble's default logger, because
 //     Pebble's state is no longer trustworthy and only a reopen recovers it.
+//     When that failure is a full disk, Fatalf ends the process itself with
+//     one line saying what to do (Store.exitNoSpace) instead of a stack trace.
 type pebbleLogger struct {
 	log       *slog.Logger
 	onFatal   func(error)
@@ -33,7 +35,14 @@ type pebbleLogger struct {
 	// onNoSpace gets a background error that is a full disk (nospace.go);
 	// nil: such errors are logged like any other.
 	onNoSpace func(error)
+	// exitNoSpace, if set, ends the process for a Fatalf that is a full
+	// disk outside a commit (see Fatalf).
+	exitNoSpace func(error)
 }
+
+// commitFatal is the format of DB.Apply's Fatalf, the one Store.apply
+// recovers.
+const commitFatal = "pebble: fatal commit error: %v"
 
 var _ pebbledb.Logger = (*pebbleLogger)(nil)
 
@@ -45,10 +54,17 @@ func (l *pebbleLogger) Errorf(format string, args ...any) {
 
 func (l *pebbleLogger) Fatalf(format string, args ...any) {
 	err := fatalError(format, args...)
-	if !isNoSpace(err) { // a full disk: the caller reports the returned error once
+	noSpace := isNoSpace(err)
+	if !noSpace { // a full disk: the caller reports the returned error once
 		l.log.LogAttrs(context.Background(), slog.LevelError, err.Error())
 	}
 	l.onFatal(err)
+	if noSpace && format != commitFatal && l.exitNoSpace != nil {
+		// A background write (the MANIFEST edit of a flush or compaction)
+		// failed for lack of space. Nothing recovers the panic below on
+		// that goroutine: the process would end with a stack trace.
+		l.exitNoSpace(err)
+	}
 	panic(fatalPanic{err: err})
 }
 

@@ -3,6 +3,11 @@ package pebble
 // A full disk. What Pebble (v2.1) does when a write meets ENOSPC, and what
 // the Store makes of it:
 //
+//   - A MANIFEST write that fails (after a flush or compaction wrote its
+//     table) is fatal in Pebble (Logger.Fatalf on a background goroutine):
+//     the process exits with one line saying so and what to do
+//     (exitNoSpace); the next open replays the log.
+//
 //   - A flush or compaction that cannot write its table reports a
 //     background error and is retried at once, without end and without
 //     backoff (Pebble's own TODO); Pebble's Open waits for the flush of the
@@ -24,8 +29,10 @@ package pebble
 //     acknowledged commit is in the log.
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,6 +128,21 @@ func checkSpace(fs vfs.FS, dir string) error {
 		return nil // a new directory, or no figures: Open finds out
 	}
 	return &NoSpaceError{Dir: dir, Free: free, Need: need, Err: syscall.ENOSPC}
+}
+
+// exitProcess ends the process; tests replace it.
+var exitProcess = os.Exit
+
+// exitNoSpace ends the process, with one clear line, after Pebble failed
+// a background write of its MANIFEST for lack of space: Pebble's state is
+// no longer trustworthy and only a reopen recovers it (which replays the
+// log: nothing acknowledged is lost). Pebble's default logger exits the
+// same way, without saying what to do.
+func (s *Store) exitNoSpace(err error) {
+	s.log.LogAttrs(context.Background(), slog.LevelError, fmt.Sprintf(
+		"pebble store: %v; Pebble cannot go on after a failed MANIFEST write, so the process exits. "+
+			"Nothing acknowledged is lost: free space, then run the same command again", noSpaceError(s.fs, s.dir, err)))
+	exitProcess(1)
 }
 
 // pendingOpens holds, by directory, the Pebble opens that Open gave up on

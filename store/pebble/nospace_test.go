@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/store"
 )
 
@@ -126,5 +128,40 @@ func TestFlushOnFullDiskBreaksStore(t *testing.T) {
 	inj.full.Store(false)
 	if err := s.Close(); err != nil && !errors.Is(err, store.ErrUnusable) {
 		t.Logf("close: %v", err)
+	}
+}
+
+// TestManifestNoSpaceExitsClearly: Pebble's Fatalf for a MANIFEST write
+// that failed for lack of space, on a background goroutine nothing
+// recovers, ends the process with one line saying what to do (not a stack
+// trace); the Fatalf of a failed commit, which Store.apply recovers, does
+// not.
+func TestManifestNoSpaceExitsClearly(t *testing.T) {
+	var exits []int
+	exitProcess = func(code int) { exits = append(exits, code) }
+	defer func() { exitProcess = os.Exit }()
+	var logged atomic.Int64
+	var lines strings.Builder
+	s := openMem(t, vfs.NewMem(), clock.Real{})
+	defer s.Close()
+	s.log = slog.New(slog.NewTextHandler(&lines, nil))
+	l := &pebbleLogger{log: slog.New(countingHandler{&logged}), onFatal: s.markBroken, exitNoSpace: s.exitNoSpace}
+	fatal := func(format string, args ...any) (recovered bool) {
+		defer func() { _, recovered = recover().(fatalPanic) }()
+		l.Fatalf(format, args...)
+		return false
+	}
+	enospc := &os.PathError{Op: "sync", Path: "db/MANIFEST-000001", Err: syscall.ENOSPC}
+	if !fatal(commitFatal, enospc) || len(exits) != 0 {
+		t.Fatalf("a failed commit's Fatalf: exits %v, want the fatalPanic for Store.apply", exits)
+	}
+	if !fatal("MANIFEST sync failed: %v", enospc) || len(exits) != 1 || exits[0] != 1 {
+		t.Fatalf("a MANIFEST write without space: exits %v, want one exit(1)", exits)
+	}
+	if out := lines.String(); strings.Count(out, "\n") != 1 || !strings.Contains(out, "no space left on the device of db") || !strings.Contains(out, "run the same command again") {
+		t.Fatalf("the exit is not said in one clear line:\n%s", out)
+	}
+	if logged.Load() != 0 {
+		t.Fatalf("Fatalf logged %d records for a full disk, want none besides the exit line", logged.Load())
 	}
 }

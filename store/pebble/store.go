@@ -231,7 +231,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{dir: dir, fs: noPreallocFS{opts.FS}, log: opts.Logger, clock: opts.Clock, readOnly: opts.ReadOnly, brokenCh: make(chan struct{})}
 	s.ts.reserve = opts.TimestampReserve
 
-	logger := &pebbleLogger{log: opts.Logger, onFatal: s.markBroken, onCorrupt: s.markCorrupt, onNoSpace: s.markBroken}
+	logger := &pebbleLogger{log: opts.Logger, onFatal: s.markBroken, onCorrupt: s.markCorrupt, onNoSpace: s.markBroken, exitNoSpace: s.exitNoSpace}
 	po := &pebbledb.Options{
 		FS:                          s.fs,
 		ReadOnly:                    opts.ReadOnly,
