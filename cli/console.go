@@ -455,6 +455,10 @@ type consoleFailure struct {
 	Poison      string         `json:"poison,omitempty"`
 	History     []restartEvent `json:"history"`
 	Actions     []cliAction    `json:"actions"`
+	// Skip is the body of POST /pipeline/skip that skips the failed
+	// message (under 'weir run', for a call on one message): the page's
+	// Skip button.
+	Skip *skipRequest `json:"skip,omitempty"`
 }
 
 // failureOrigin is what a user-code error (job.UserCodeError) names.
@@ -855,6 +859,14 @@ func (c *console) failure(ctx context.Context, p consolePartition, history []res
 		f.Poison = c.poisonRow(ctx, p.Computation, f.Origin)
 	}
 	f.Actions = c.actions(p.ID, p.Worker, f.Origin)
+	if o := f.Origin; o != nil && o.Call == "message" && c.t.mode == "run" {
+		f.Skip = &skipRequest{Computation: p.Computation, Reason: "skipped in the web console: " + o.Cause}
+		if off, err := strconv.ParseInt(o.Offset, 10, 64); err == nil {
+			f.Skip.SourcePartition, f.Skip.Offset = o.SourcePartition, &off
+		} else {
+			f.Skip.Message = o.Message
+		}
+	}
 	return f
 }
 

@@ -80,11 +80,11 @@ $('[data-test="zoom"]').addEventListener("click", (e) => {
 
 // ---- actions ----
 
-async function post(path) {
+async function post(path, body) {
   const resp = await fetch(path, {
     method: "POST",
     headers: { Authorization: "Bearer " + token(), "Content-Type": "application/json" },
-    body: "{}",
+    body: JSON.stringify(body || {}),
   });
   return { ok: resp.ok, text: (await resp.text()).trim() };
 }
@@ -406,8 +406,38 @@ function failureCard(f) {
     f.history.length ? el("details", {}, el("summary", {}, `restart history (${f.history.length})`),
       el("ol", { class: "history" }, f.history.slice().reverse().map((h) => el("li", {}, `${clock(h.at)} — `,
         h.recovered ? "ran healthy again" : `failure ${h.consecutive_failures} in a row (restart ${h.restarts}): ${h.error}`)))) : null,
+    f.skip ? el("p", {}, skipButton(f)) : null,
     el("div", { class: "cli" }, el("h4", {}, "What you can do"),
       el("ul", {}, f.actions.map((a) => el("li", {}, a.what, el("br"), el("code", {}, a.command))))));
+}
+
+// skipButton skips the failed message (POST /pipeline/skip): the first
+// press asks for a second, so that one slip does not drop a message.
+const armed = new Set();
+function skipButton(f) {
+  const key = f.partition + " " + JSON.stringify(f.skip);
+  const what = f.skip.message ? `message ${f.skip.message}` : `source partition ${f.skip.source_partition} offset ${f.skip.offset}`;
+  return el("button", { type: "button", class: armed.has(key) ? "danger" : "", "data-skip": f.partition, onclick: async () => {
+    if (!armed.has(key)) {
+      armed.add(key);
+      message(`press "Confirm skip" to skip ${what} of ${f.computation}: it will not be processed`, "pending");
+      render(last);
+      $(`[data-skip="${CSS.escape(f.partition)}"]`)?.focus();
+      return;
+    }
+    armed.delete(key);
+    if (!token()) {
+      message("enter the admin token first", "error");
+      return;
+    }
+    try {
+      const r = await post("/pipeline/skip", f.skip);
+      message(r.text, r.ok ? "ok" : "error");
+    } catch (e) {
+      message("the request did not reach weir: " + e.message, "error");
+    }
+    refresh();
+  } }, armed.has(key) ? "Confirm skip" : `Skip this message`);
 }
 
 function renderFailures(d) {
@@ -594,6 +624,11 @@ function setConnection(ok, why) {
 let inflight = false;
 async function refresh() {
   if (inflight) return;
+  if (!token() && last && last.mode !== "controller") {
+    // weir run's data needs the admin token: ask for it rather than be refused.
+    message("enter the admin token to see the pipeline ('weir pipeline console --data DIR' prints a link with it)", "error");
+    return;
+  }
   inflight = true;
   const ctl = new AbortController();
   const timer = setTimeout(() => ctl.abort(), TIMEOUT_MS);
@@ -602,7 +637,9 @@ async function refresh() {
     const resp = await fetch("/console/data?window=" + encodeURIComponent(windowSelect.value), { cache: "no-store", headers, signal: ctl.signal });
     if (resp.status === 401) {
       setConnection(true);
-      message("the controller needs the cluster token: paste it in the field (or open the link with #token=…)", "error");
+      message(last && last.mode === "controller" || !last && location.port === ""
+        ? "the controller needs the cluster token: paste it in the field (or open the link with #token=…)"
+        : "the data needs the admin token (or, under weir controller, the cluster token): paste it in the field, or open the link 'weir pipeline console --data DIR' prints", "error");
       return;
     }
     if (!resp.ok) throw new Error(`HTTP ${resp.status}: ${(await resp.text()).trim()}`);

@@ -175,6 +175,18 @@ const step = (s) => console.log("step: " + s);
         if (await overflow()) fail(`horizontal overflow at 420px on ${t}: ${await overflow()}px`);
       }
       await shot("console-failing-420.png");
+
+      step("Skip this message (two presses) skips the poison row: the failure clears on the page and in /status");
+      await page.setViewportSize({ width: 1400, height: 1000 });
+      await tab("failures");
+      await page.click(`[data-skip^="${expect.failing}"]`);
+      await waitFor("armed", async () => (await text(`[data-skip^="${expect.failing}"]`)) === "Confirm skip" || (await text(`[data-skip^="${expect.failing}"]`)));
+      await page.click(`[data-skip^="${expect.failing}"]`);
+      await waitFor("the skip recorded", async () => (await text('[data-test="message"]')).includes("will be skipped") || (await text('[data-test="message"]')));
+      await waitFor("/status has no failing partition", async () => ((await status()).failing || []).length === 0 || "still failing", 30000);
+      await waitFor("the graph unmarks it", async () => (await page.getAttribute(`[data-node="${expect.failing}"]`, "data-failing")) === "0" || "still marked", 2000);
+      await waitFor("the failures view is empty", async () => !(await page.isHidden('[data-test="no-failures"]')) || "cards shown");
+      await shot("console-skipped.png");
     } else {
       step("numbers equal /status");
       await waitFor("computation counters equal /status", async () => {
