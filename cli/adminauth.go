@@ -27,14 +27,22 @@ import (
 //   - X-Weir-Instance, when present, must be this run's instance id (421):
 //     the CLI sends the id it read from DIR/admin.addr, so a stale file whose
 //     port another pipeline reuses never delivers a command to it;
+//   - Authorization: Bearer <token> must carry the data directory's admin
+//     token (401), see adminToken — for every request but the console's
+//     page and assets, which hold no data: reads too, since /status, the
+//     rows of queues and tables and /metrics carry pipeline data (a last
+//     error quotes a row), which any local user could otherwise read;
+//   - a request body is at most maxAdminBody bytes (413): a huge POST would
+//     otherwise be held in memory whole;
 //
 // and for every mutating request (any method but GET and HEAD):
 //
-//   - Authorization: Bearer <token> must carry the data directory's admin
-//     token (401), see adminToken;
 //   - Content-Type must be application/json or application/x-ndjson (415),
 //     which a browser cannot send cross-site without a preflight that this
 //     API never answers.
+//
+// 'weir controller' applies the Host and Origin rules too when it runs
+// without a cluster token (clusterAdmin); with one, the token guards it.
 
 const (
 	// adminTokenFile holds the admin token of a data directory, created by
@@ -45,6 +53,12 @@ const (
 	AdminTokenEnv = "WEIR_ADMIN_TOKEN"
 	// instanceHeader carries the instance id the client expects to reach.
 	instanceHeader = "X-Weir-Instance"
+	// maxAdminBody bounds a request body: rows written through the admin
+	// API arrive in chunks below it (queueWrite).
+	maxAdminBody = 64 << 20
+	// minAdminToken is the shortest admin token accepted: a short one can
+	// be guessed by a local process trying tokens.
+	minAdminToken = 16
 )
 
 // adminToken returns the token that guards dir's admin API: $WEIR_ADMIN_TOKEN
@@ -54,6 +68,9 @@ const (
 // read is refused: anyone who reads it can write rows and stop the pipeline.
 func adminToken(dir string, create bool) (string, error) {
 	if t := strings.TrimSpace(os.Getenv(AdminTokenEnv)); t != "" {
+		if len(t) < minAdminToken {
+			return "", fmt.Errorf("$%s is %d bytes long; an admin token needs at least %d (a short one can be guessed)", AdminTokenEnv, len(t), minAdminToken)
+		}
 		return t, nil
 	}
 	path := filepath.Join(dir, adminTokenFile)
@@ -88,6 +105,9 @@ func adminToken(dir string, create bool) (string, error) {
 	if t == "" {
 		return "", fmt.Errorf("the admin token file %s is empty; delete it and restart 'weir run' to create a new one", path)
 	}
+	if len(t) < minAdminToken {
+		return "", fmt.Errorf("the admin token in %s is %d bytes long; it needs at least %d (a short one can be guessed): delete the file and restart 'weir run' to create a new one", path, len(t), minAdminToken)
+	}
 	return t, nil
 }
 
@@ -109,10 +129,10 @@ type adminGuard struct {
 }
 
 // allowedHost reports whether host (a Host header or an Origin's host) names
-// this API: a loopback name with the API's port.
-func (g *adminGuard) allowedHost(host string) bool {
+// an API listening on port: a loopback name with that port.
+func allowedHost(host, port string) bool {
 	h, p, err := net.SplitHostPort(host)
-	if err != nil || p != g.port {
+	if err != nil || p != port {
 		return false
 	}
 	if h == "localhost" {
@@ -122,31 +142,51 @@ func (g *adminGuard) allowedHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func (g *adminGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !g.allowedHost(r.Host) {
+// loopbackOnly applies the Host and Origin rules of an API listening on a
+// loopback port (the defence against DNS rebinding and cross-site pages);
+// it answers and returns false for a request that breaks them.
+func loopbackOnly(w http.ResponseWriter, r *http.Request, port string) bool {
+	if !allowedHost(r.Host, port) {
 		http.Error(w, fmt.Sprintf("refused: Host %q is not this admin API (want 127.0.0.1:%s or localhost:%s); "+
-			"the admin API answers only requests addressed to it by a loopback name", r.Host, g.port, g.port), http.StatusForbidden)
-		return
+			"the admin API answers only requests addressed to it by a loopback name", r.Host, port, port), http.StatusForbidden)
+		return false
 	}
 	if o := r.Header.Get("Origin"); o != "" {
 		host, ok := strings.CutPrefix(o, "http://")
-		if !ok || !g.allowedHost(host) {
+		if !ok || !allowedHost(host, port) {
 			http.Error(w, fmt.Sprintf("refused: Origin %q is not this admin API; cross-site requests are not accepted", o), http.StatusForbidden)
-			return
+			return false
 		}
+	}
+	return true
+}
+
+func (g *adminGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !loopbackOnly(w, r, g.port) {
+		return
 	}
 	if id := r.Header.Get(instanceHeader); id != "" && id != g.instance {
 		http.Error(w, fmt.Sprintf("refused: this admin API is instance %s, not %s: the admin.addr you read is stale "+
 			"(its weir is gone and another one reuses the port)", g.instance, id), http.StatusMisdirectedRequest)
 		return
 	}
+	if isConsoleAsset(r) {
+		g.next.ServeHTTP(w, r) // the page holds no data; it asks for the token
+		return
+	}
+	auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(auth)), []byte(g.token)) != 1 {
+		http.Error(w, "refused: the admin API needs the admin token: send 'Authorization: Bearer <token>' "+
+			"with the token of DIR/"+adminTokenFile+" (or $"+AdminTokenEnv+"); the weir CLI does this itself, "+
+			"and 'weir pipeline console --data DIR' prints a console link that carries it", http.StatusUnauthorized)
+		return
+	}
+	if r.ContentLength > maxAdminBody {
+		http.Error(w, fmt.Sprintf("refused: a request body of %d bytes; the admin API takes at most %d (64 MiB) per request", r.ContentLength, maxAdminBody), http.StatusRequestEntityTooLarge)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxAdminBody)
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(auth)), []byte(g.token)) != 1 {
-			http.Error(w, "refused: this request changes the pipeline and needs the admin token: send 'Authorization: Bearer <token>' "+
-				"with the token of DIR/"+adminTokenFile+" (or $"+AdminTokenEnv+"); the weir CLI does this itself", http.StatusUnauthorized)
-			return
-		}
 		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if err != nil || mt != "application/json" && mt != "application/x-ndjson" {
 			http.Error(w, fmt.Sprintf("refused: Content-Type %q; send application/json (or application/x-ndjson for rows)", r.Header.Get("Content-Type")),

@@ -50,17 +50,22 @@ func runningAdmin(dir string) (*adminConn, bool) {
 	if c.instance == "" {
 		return nil, false // written by an older weir: cannot be verified
 	}
-	req, err := c.request(http.MethodGet, "/status", "", nil)
+	// The probe carries no token: the guard checks the instance id first
+	// (421 for another instance), so a 401 is this instance asking for the
+	// token, which the command's own request then sends (or says why it
+	// cannot).
+	req, err := http.NewRequest(http.MethodGet, "http://"+c.addr+"/status", nil)
 	if err != nil {
 		return nil, false
 	}
+	req.Header.Set(instanceHeader, c.instance)
 	hc := http.Client{Timeout: 2 * time.Second}
 	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, false
 	}
 	resp.Body.Close()
-	return c, resp.StatusCode == http.StatusOK
+	return c, resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized
 }
 
 // request builds a request to the API with the instance id and, for a
@@ -72,12 +77,12 @@ func (c *adminConn) request(method, path, contentType string, body io.Reader) (*
 		return nil, err
 	}
 	req.Header.Set(instanceHeader, c.instance)
+	token, err := adminToken(c.dir, false)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	if method != http.MethodGet && method != http.MethodHead {
-		token, err := adminToken(c.dir, false)
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
 		if contentType == "" {
 			contentType = "application/json"
 		}

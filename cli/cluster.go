@@ -265,6 +265,7 @@ func runController(o *Options, args []string) error {
 	if err != nil {
 		return fmt.Errorf("admin API: %w", err)
 	}
+	_, a.port, _ = net.SplitHostPort(ln.Addr().String())
 	srv := &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second}
 	if sec.CertFile != "" {
 		go srv.ServeTLS(ln, sec.CertFile, sec.KeyFile)
@@ -323,6 +324,7 @@ type clusterAdmin struct {
 	sec     wire.Security
 	st      store.Store
 	console *console
+	port    string // the admin API's listening port (loopbackOnly)
 
 	mu     sync.Mutex
 	active *cluster.Active
@@ -362,6 +364,12 @@ func (a *clusterAdmin) newConsole(sp *spec.Pipeline) *console {
 }
 
 func (a *clusterAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if a.sec.Token == "" && !loopbackOnly(w, r, a.port) {
+		// Without a token nothing but the address guards the API: it must
+		// be addressed by a loopback name (a DNS-rebinding page cannot be)
+		// and not be called cross-site.
+		return
+	}
 	if isConsoleAsset(r) {
 		consolePage(w, r)
 		return

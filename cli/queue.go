@@ -2,14 +2,12 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 
 	"github.com/weir-stream/weir/connector/queue"
 	"github.com/weir-stream/weir/store"
@@ -149,9 +147,10 @@ func queueCreate(o *Options, args []string) error {
 
 func queueWrite(o *Options, args []string) error {
 	fs := newFlags(o, "queue write", "(--data DIR | --store URL) [--partition P] NAME < rows.jsonl",
-		"Writes JSON objects, one per line, from stdin to the queue, all in one commit.\n"+
+		"Writes JSON objects, one per line, from stdin to the queue, all in one commit\n"+
+			"(through a running weir's admin API: in commits of up to 32 MiB of input).\n"+
 			"Without --partition, rows are spread by a hash of their \"key\" column when\npresent (round-robin otherwise). A malformed line, or one longer than\n"+
-			"16 MiB (the row size limit), rejects the whole write: nothing is written.")
+			"16 MiB (the row size limit), rejects the whole write: nothing is written\n(through the admin API: nothing from its chunk on; the error says what was).")
 	loc := addLocation(fs)
 	part := fs.Int("partition", -1, "write every row to this partition")
 	name, err := queueArgs(fs, loc, args)
@@ -169,13 +168,7 @@ func queueWrite(o *Options, args []string) error {
 		return err
 	})
 	if remote != nil {
-		var resp struct{ Written int }
-		var sb strings.Builder
-		err = remote.call(http.MethodPost, "/queues/"+url.PathEscape(name)+"/rows?partition="+strconv.Itoa(*part), "application/x-ndjson", o.Stdin, &sb)
-		if err == nil {
-			err = json.Unmarshal([]byte(sb.String()), &resp)
-			n = resp.Written
-		}
+		n, err = postRows(remote, "/queues/"+url.PathEscape(name)+"/rows?partition="+strconv.Itoa(*part), o.Stdin)
 	}
 	if remote == nil && *loc.data != "" {
 		n, err = writeResolved(o, *loc.data, n, err)

@@ -4,15 +4,21 @@ package main
 // Host, Origin, content type, instance id) and a stale admin.addr.
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weir-stream/weir/store/postgres/pgtest"
 )
 
 // infiniteSpec writes the counter example with a non-finite source, so
@@ -154,7 +160,14 @@ func TestAdminAPIRefusals(t *testing.T) {
 		ok(req{name: "null Origin", path: "/pipeline/pause", origin: "null", want: 403, says: "Origin"}),
 		ok(req{name: "other instance", path: "/pipeline/pause", instance: "0123456789abcdef0123456789abcdef", want: 421, says: "stale"}),
 		ok(req{name: "partition not a number", path: "/queues/events/rows?partition=abc", ctype: "application/x-ndjson", body: `{"key":"x"}`, want: 400, says: `partition "abc" is not a number`}),
-		ok(req{name: "everything right: a read without a token", method: http.MethodGet, path: "/status", auth: "-", ctype: "-", want: 200}),
+		// Reads need the token too (issue 25 item 11): /status quotes last
+		// errors, rows are pipeline data. The console's page does not.
+		ok(req{name: "status without a token", method: http.MethodGet, path: "/status", auth: "-", ctype: "-", want: 401, says: "admin token"}),
+		ok(req{name: "rows without a token", method: http.MethodGet, path: "/queues/events/rows", auth: "-", ctype: "-", want: 401, says: "admin token"}),
+		ok(req{name: "metrics without a token", method: http.MethodGet, path: "/metrics", auth: "-", ctype: "-", want: 401, says: "admin token"}),
+		ok(req{name: "console data without a token", method: http.MethodGet, path: "/console/data", auth: "-", ctype: "-", want: 401, says: "admin token"}),
+		ok(req{name: "the console page holds no data", method: http.MethodGet, path: "/", auth: "-", ctype: "-", want: 200}),
+		ok(req{name: "everything right: a read", method: http.MethodGet, path: "/status", ctype: "-", want: 200, says: `"state"`}),
 		ok(req{name: "everything right: write a row", path: "/queues/events/rows", ctype: "application/x-ndjson", origin: "http://" + addr, instance: instance, body: `{"key":"ok"}`, want: 200, says: "Written"}),
 	}
 	for _, c := range cases {
@@ -179,6 +192,22 @@ func TestAdminAPIRefusals(t *testing.T) {
 			t.Errorf("%s: %d %q, want %d mentioning %q", c.name, resp.StatusCode, body.String(), c.want, c.says)
 		}
 	}
+	// A body above the limit is refused before it is read (a raw request:
+	// its declared length is all the server needs).
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST /queues/events/rows HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/x-ndjson\r\nContent-Length: %d\r\n\r\n", addr, token, 200<<20)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	conn.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a 200 MiB body: %d, want 413", resp.StatusCode)
+	}
 	// None of the refused pauses reached the controller.
 	if out := weir(t, "", "pipeline", "status", "--data", dir); !strings.Contains(out, `"state": "working"`) {
 		t.Fatalf("state after refused requests:\n%s", out)
@@ -189,9 +218,70 @@ func TestAdminAPIRefusals(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "admin token") {
 		t.Fatalf("pause with a wrong WEIR_ADMIN_TOKEN: %v %s", err, out)
 	}
+	// A token shorter than 16 bytes is refused (it could be guessed).
+	cmd = exec.Command(weirBin, "pipeline", "status", "--data", dir)
+	cmd.Env = append(os.Environ(), "WEIR_ADMIN_TOKEN=short")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "at least 16") {
+		t.Fatalf("status with a 5-byte WEIR_ADMIN_TOKEN: %v %s", err, out)
+	}
+	// More rows than one request may carry go in chunks, numbered across
+	// them (an error names the line in the whole input).
+	var big strings.Builder
+	pad := strings.Repeat("x", 1000)
+	n := 0
+	for big.Len() < 40<<20 {
+		fmt.Fprintf(&big, `{"key":"k%d","pad":%q}`+"\n", n%7, pad)
+		n++
+	}
+	if out := weir(t, big.String(), "queue", "write", "--data", dir, "events"); !strings.Contains(out, fmt.Sprintf("wrote %d rows", n)) {
+		t.Fatalf("a 40 MiB write through the admin API: %s", out)
+	}
+	big.WriteString("{not json\n")
+	cmd = exec.Command(weirBin, "queue", "write", "--data", dir, "events")
+	cmd.Stdin = strings.NewReader(big.String())
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), fmt.Sprintf("line %d:", n+1)) || !strings.Contains(string(out), "rows before it") {
+		t.Fatalf("a bad last line after 40 MiB: %v %s", err, out)
+	}
 	weir(t, "", "pipeline", "stop", "--data", dir)
 	if err := run.wait(t); err != nil {
 		t.Fatalf("weir run: %v\n%s", err, run.stderr.String())
+	}
+}
+
+// TestControllerAdminWithoutToken (issue 25 item 12): 'weir controller'
+// without --token-file applies the embedded admin API's Host and Origin
+// rules, so that a DNS-rebinding page cannot read its status.
+func TestControllerAdminWithoutToken(t *testing.T) {
+	base := pgtest.URL(t)
+	url := pgtest.WithParam(base, "weir_schema", pgtest.Schema(t, base))
+	weir(t, "", "store", "init", "--store", url)
+	weir(t, "", "queue", "create", "--store", url, "--partitions", "1", "events")
+	weir(t, "", "queue", "create", "--store", url, "--partitions", "1", "counts")
+	ctl := startCluster(t, "controller", "--store", url, "--spec", infiniteSpec(t), "--id", "c", "--admin", "127.0.0.1:0")
+	addr := ctl.await(t, regexp.MustCompile(`admin API at (127\.0\.0\.1:\d+)`))[1]
+	_, port, _ := strings.Cut(addr, ":")
+	for _, c := range []struct {
+		name, host, origin string
+		want               int
+	}{
+		{"loopback Host", addr, "", 200},
+		{"localhost Host", "localhost:" + port, "", 200},
+		{"rebound Host", "evil.example:" + port, "", 403},
+		{"cross-site Origin", addr, "http://evil.example", 403},
+	} {
+		r, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/status", nil)
+		r.Host = c.host
+		if c.origin != "" {
+			r.Header.Set("Origin", c.origin)
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.want)
+		}
 	}
 }
 

@@ -229,9 +229,15 @@ func TestConsoleServed(t *testing.T) {
 	dir, _ := setup(t, 100, 10, 42)
 	run := startRun(t, dir, infiniteSpec(t))
 	addr, _ := adminFile(t, dir)
+	token := adminTokenOf(t, dir)
 	get := func(path string) (string, string) {
 		t.Helper()
-		resp, err := http.Get("http://" + addr + path)
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token) // the data needs it; the page does not
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
