@@ -97,9 +97,15 @@ func writeKeyEvents(t *testing.T, dir string, keys []string, op string) {
 func checkMetrics(t *testing.T, dir string, series ...string) {
 	t.Helper()
 	addr, _ := adminFile(t, dir)
+	token := adminTokenOf(t, dir)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get("http://" + addr + "/metrics")
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token) // /metrics is pipeline data too
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -220,12 +220,27 @@ func (s status) commits() uint64 {
 	return n
 }
 
-func getStatus(addr string) (status, error) {
+// getStatus reads the running weir's /status through its admin API, with
+// the data directory's admin token (every request needs it).
+func (p *proc) getStatus(addr string) (status, error) {
 	var s status
-	c := http.Client{Timeout: time.Second}
-	resp, err := c.Get("http://" + addr + "/status")
+	token, err := os.ReadFile(filepath.Join(p.cfg.Dir, "admin.token"))
 	if err != nil {
 		return s, err
+	}
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/status", nil)
+	if err != nil {
+		return s, err
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		return s, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return s, fmt.Errorf("GET /status: %s", resp.Status)
 	}
 	defer resp.Body.Close()
 	err = json.NewDecoder(resp.Body).Decode(&s)
@@ -345,7 +360,7 @@ func (p *proc) run(ctx context.Context) {
 // stopEpisode SIGSTOPs the process for longer than its lease timeout, then
 // SIGCONTs it, and measures the time to its next epoch commit.
 func (p *proc) stopEpisode(cmd *exec.Cmd, addr string) {
-	before, err := getStatus(addr)
+	before, err := p.getStatus(addr)
 	if err != nil {
 		return // about to exit
 	}
@@ -357,7 +372,7 @@ func (p *proc) stopEpisode(cmd *exec.Cmd, addr string) {
 	p.res.Stops++
 	p.logf("SIGSTOP for %v, SIGCONT", pause)
 	p.measure(addr, before.commits(), contAt, &p.res.StopRecovery)
-	if s, err := getStatus(addr); err == nil {
+	if s, err := p.getStatus(addr); err == nil {
 		p.res.LeasesExpired += s.Controller.LeasesExpired - before.Controller.LeasesExpired
 	}
 }
@@ -366,7 +381,7 @@ func (p *proc) stopEpisode(cmd *exec.Cmd, addr string) {
 // the time since t0.
 func (p *proc) measure(addr string, base uint64, t0 time.Time, into *[]time.Duration) {
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		s, err := getStatus(addr)
+		s, err := p.getStatus(addr)
 		if err != nil {
 			return // the process exited (completed)
 		}
