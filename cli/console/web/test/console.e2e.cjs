@@ -90,6 +90,17 @@ const step = (s) => console.log("step: " + s);
     }
     const fontPx = await page.$eval('[data-kind="computation"] .name', (t) => t.getBoundingClientRect().height);
     if (fontPx < 12) fail(`graph text is ${fontPx}px high: unreadable`);
+    const clash = await page.evaluate(() => {
+      const rects = [...document.querySelectorAll('[data-test="graph"] [data-node] rect')].map((r) => [r.closest("[data-node]").dataset.node, r.getBoundingClientRect()]);
+      for (const t of document.querySelectorAll('[data-test="graph"] .edge text')) {
+        const b = t.getBoundingClientRect();
+        for (const [id, r] of rects) {
+          if (b.left < r.right && r.left < b.right && b.top < r.bottom && r.top < b.bottom) return `edge label "${t.textContent}" runs into node ${id}`;
+        }
+      }
+      return null;
+    });
+    if (clash) fail(clash);
 
     if (mode === "large") {
       step("a large graph: every node readable at actual size, none overlapping, no page overflow");
@@ -237,6 +248,10 @@ const step = (s) => console.log("step: " + s);
       await page.selectOption('[data-test="window"]', "1m");
       await waitFor("data over 1m", async () => (await page.evaluate(() => window.__weir.last.window_s)) === 60 || "not yet");
       await waitFor("chart has points", async () => (await page.evaluate(() => window.__weir.last.series.t.length)) >= 2);
+      await waitFor("the chart's legend gives values", async () => {
+        const l = await text('[data-test="chart-legend"]');
+        return (/Counter \d[\d,.]*\/s/.test(l) && !l.includes("--")) || l;
+      });
 
       step("a computation's details, opened with the keyboard");
       const comp = Object.keys(st0.computations).sort()[0];
