@@ -48,6 +48,17 @@ const step = (s) => console.log("step: " + s);
       "--disable-component-update", "--disable-sync"],
   });
   try {
+    if (mode === "run") {
+      step("without the token the page asks for it; typed into its field, the data comes");
+      const bare = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+      await bare.goto(url + "/");
+      await bare.waitForFunction(() => document.querySelector('[data-test="message"]').textContent.includes("admin token"), null, { timeout: 15000 });
+      if (await bare.$("body[data-loaded=true]")) fail("data shown without the token");
+      await bare.fill('[data-test="token"]', token);
+      await bare.dispatchEvent('[data-test="token"]', "change");
+      await bare.waitForSelector("body[data-loaded=true]", { timeout: 15000 });
+      await bare.close();
+    }
     const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     const errors = [];
     page.on("pageerror", (e) => errors.push(String(e)));
