@@ -38,7 +38,7 @@ func NewAtLeastOnceSink(sp connector.SinkParams, o Options) (*AtLeastOnceSink, e
 
 // Init starts the instance (the writer session starts with the first write).
 func (s *AtLeastOnceSink) Init(ctx context.Context, sc connector.SinkContext) error {
-	s.w.setLogf(sc.Logf)
+	s.w.start(sc)
 	return s.SyncSink.Init(ctx, sc)
 }
 

@@ -99,7 +99,7 @@ func NewAtMostOnceSink(sp connector.SinkParams, o Options) (*AtMostOnceSink, err
 // Init loads the ordered mode's state and starts the delivery goroutine.
 func (s *AtMostOnceSink) Init(ctx context.Context, sc connector.SinkContext) error {
 	s.sc = sc
-	s.w.setLogf(sc.Logf)
+	s.w.start(sc)
 	if !s.queued {
 		raw, err := sc.LoadState(ctx)
 		if err != nil {
@@ -149,8 +149,11 @@ func (s *AtMostOnceSink) Distribute(m *weir.Message, done func(error)) {
 // Sync (ordered mode) records the messages done since the last Sync and
 // raises the write-ahead bound to what the delivery goroutine asked for.
 func (s *AtMostOnceSink) Sync(_ context.Context, txn *store.Txn) error {
-	if err := s.Failure(); err != nil {
-		return err
+	s.mu.Lock()
+	fatal := s.fatal
+	s.mu.Unlock()
+	if fatal != nil {
+		return fatal
 	}
 	if s.queued {
 		return nil
@@ -249,12 +252,21 @@ func (s *AtMostOnceSink) awaitBound(ctx context.Context, id msgid.ID) error {
 	}
 }
 
-// Failure returns the error that stopped the sink: a target that
-// validation rejects.
+// Failure returns the error that stopped the sink (a target that
+// validation rejects) or else its failure to reach ClickHouse
+// (connector.Outage): the job reports either, and the controller stops it
+// and restarts the partition with backoff. What the stopped life gives up
+// is counted as dropped, as for any restart: in queue mode what is still
+// queued when Close's suspend_destruction_duration ends, in ordered mode
+// the messages under the started bound.
 func (s *AtMostOnceSink) Failure() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.fatal
+	err := s.fatal
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.w.outageErr() // the job's report names the sink
 }
 
 // Reconfigure applies dynamic parameters, including the queue mode's

@@ -119,7 +119,7 @@ func rejectAtMostOnce(sp connector.SinkParams) error {
 // plan was made for another topology refuses to start.
 func (s *BatchingSink) Init(ctx context.Context, sc connector.SinkContext) error {
 	s.sc = sc
-	s.w.setLogf(sc.Logf)
+	s.w.start(sc)
 	raw, err := sc.LoadState(ctx)
 	if err != nil {
 		return fmt.Errorf("clickhouse sink %s: load state: %w", sc.SinkID, err)
@@ -186,11 +186,11 @@ func (s *BatchingSink) Distribute(m *weir.Message, done func(error)) {
 // batches, and writes the state into txn. A sink stopped by a fatal error
 // returns it: the epoch fails and the job restarts with a new instance.
 func (s *BatchingSink) Sync(ctx context.Context, txn *store.Txn) error {
-	if err := s.Failure(); err != nil {
-		return err
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.fatal != nil {
+		return s.fatal
+	}
 	if !s.checked {
 		s.checked = true
 		for _, b := range s.batches[:s.loaded] {
@@ -319,11 +319,19 @@ func (s *BatchingSink) PendingSync() bool {
 	return false
 }
 
-// Failure returns the error that stopped the sink, if any.
+// Failure returns the error that stopped the sink, if any, or else the
+// failure to reach ClickHouse of its current batch (connector.Outage): the
+// job reports either, and the controller stops it and restarts the
+// partition with backoff. The batch stays planned, and the next life sends
+// it again with the same token.
 func (s *BatchingSink) Failure() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.fatal
+	err := s.fatal
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.w.outageErr() // the job's report names the sink
 }
 
 func (s *BatchingSink) setFatal(err error) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/connector"
 )
 
 // mode is a class's delivery guarantee, as the writer needs to know it.
@@ -75,6 +76,8 @@ type writer struct {
 	horizonInserts int64
 	shards         []*shardSession
 	tokenWarned    bool
+	// outage reports failures to reach the servers (nil before start).
+	outage *connector.Outage
 }
 
 // shardSession is one shard's hosts, the current one (failover moves it)
@@ -107,12 +110,24 @@ func newWriter(sinkID string, p *Params, shards []Shard, m mode, o Options) *wri
 	return w
 }
 
-func (w *writer) setLogf(f func(string, ...any)) {
-	if f != nil {
-		w.mu.Lock()
-		w.logf = f
-		w.mu.Unlock()
+// start binds the writer to its sink instance's context: the log and the
+// outage tracker through which a server that cannot be reached becomes
+// visible (connector.Outage).
+func (w *writer) start(sc connector.SinkContext) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if sc.Logf != nil {
+		w.logf = sc.Logf
 	}
+	w.outage = connector.NewOutage(sc)
+}
+
+// outageErr returns the current failure to reach the servers, nil if none.
+func (w *writer) outageErr() error {
+	w.mu.Lock()
+	o := w.outage
+	w.mu.Unlock()
+	return o.Err()
 }
 
 func (w *writer) log(format string, args ...any) {
@@ -266,10 +281,24 @@ func (w *writer) insertRequest(enc *rowEncoder, info *tableInfo, body []byte, to
 // insert writes msgs to shard si, retrying as the error classification
 // says and failing over between the shard's hosts. The body is encoded
 // once, when the session has started, so every attempt sends the same
-// bytes. It returns nil, ctx's error, or an *InsertError.
+// bytes. It returns nil, ctx's error, or an *InsertError — or, for an
+// at-least-once writer, the *connector.ReachError of a shard none of whose
+// hosts could be reached for syncReachPatience: its INSERT runs in Sync,
+// which blocks the job, so the job could not report the failure while the
+// writer retries; failing the epoch reports it, and the job's restart is
+// the retry.
+//
+// When every host of the shard failed in a row to be reached (refused,
+// reset, timed out: a transient failure without an answer), the failure
+// is recorded in the writer's outage, which the sink reports as its
+// Failure until a write succeeds (connector.Outage): the partition's job
+// stops at once, visibly, and restarts with backoff. Until then, a
+// host's failure only fails over to the next one.
 func (w *writer) insert(ctx context.Context, si int, msgs []*weir.Message, token string) error {
 	ss := w.shards[si]
 	var body []byte
+	unreached := 0            // hosts that could not be reached in a row
+	var unreachedAt time.Time // when the first of them failed
 	for attempt := 1; ; attempt++ {
 		w.mu.Lock()
 		h := ss.hosts[ss.cur]
@@ -293,6 +322,7 @@ func (w *writer) insert(ctx context.Context, si int, msgs []*weir.Message, token
 		}
 		if err == nil {
 			w.m.inserted(len(msgs))
+			w.outage.Recovered()
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -300,6 +330,21 @@ func (w *writer) insert(ctx context.Context, si int, msgs []*weir.Message, token
 		}
 		cls := classify(err)
 		w.m.failed(cls, failureLabel(err))
+		var se *ServerError
+		if cls != classTransient || errors.As(err, &se) {
+			unreached = 0
+			w.outage.Recovered() // the server answered
+		} else {
+			if unreached == 0 {
+				unreachedAt = time.Now()
+			}
+			if unreached++; unreached >= len(ss.hosts) {
+				re := w.outage.Failed(h.endpoint, err)
+				if w.mode == modeAtLeastOnce && time.Since(unreachedAt) >= syncReachPatience {
+					return re
+				}
+			}
+		}
 		ie := &InsertError{Shard: ss.shard.Name, Attempts: attempt, Class: cls.String(), Started: started.Load(), Err: err}
 		ie.Target = target && cls == classPermanent
 		if ie.Started || cls == classPermanent || (cls == classUnclassified && attempt >= w.p.MaxInsertAttempts) {
@@ -317,6 +362,13 @@ func (w *writer) insert(ctx context.Context, si int, msgs []*weir.Message, token
 		w.mu.Unlock()
 	}
 }
+
+// syncReachPatience is how long an at-least-once writer (whose INSERT
+// blocks the job in Sync) retries a shard it cannot reach before it fails
+// the epoch with the reason: a connection cut once is retried in place,
+// a server that is down shows within about a second, well before the
+// controller would declare the silent job lost.
+const syncReachPatience = time.Second
 
 // backoff is the pause after failed attempt n: retry_initial_delay ×
 // 2^(n-1), at most retry_maximum_delay, ±20% jitter.

@@ -88,7 +88,21 @@ func (s *AsyncHttpSink) Init(ctx context.Context, sc connector.SinkContext) erro
 	if sc.Logf != nil {
 		s.w.logf = sc.Logf
 	}
+	s.w.outage = connector.NewOutage(sc)
 	return s.OrderedAsyncSink.Init(ctx, sc)
+}
+
+// Failure returns the error that stopped the partition's delivery
+// (retries exhausted, a permanent failure) or else the last attempt that
+// could not reach the receiver since one that did (connector.Outage: a
+// *connector.ReachError). The job reports either, and the controller
+// stops it and restarts the partition with backoff; the messages stay in
+// the outbox.
+func (s *AsyncHttpSink) Failure() error {
+	if err := s.OrderedAsyncSink.Failure(); err != nil {
+		return err
+	}
+	return s.w.outage.Err()
 }
 
 // Close stops delivery (an in-flight request is abandoned; its message stays
@@ -107,8 +121,12 @@ type Status struct {
 	// Pending counts messages not yet acknowledged (waiting to be sent,
 	// sent but not recorded, recorded but not yet acknowledged).
 	Pending int
-	// Failure is the error that stopped delivery, nil while it runs.
+	// Failure is the error that stopped delivery, nil while it runs (a
+	// receiver that cannot be reached is Status's Unreached).
 	Failure error
+	// Unreached is the last attempt that could not reach the receiver
+	// since one that did (a *connector.ReachError), nil if none.
+	Unreached error
 	// Attempts counts requests sent; Retries the attempts after a
 	// message's first; AttemptFailures the attempts that failed.
 	Attempts, Retries, AttemptFailures int64
@@ -121,7 +139,8 @@ type Status struct {
 func (s *AsyncHttpSink) Status() Status {
 	return Status{
 		Pending:         s.Pending(),
-		Failure:         s.Failure(),
+		Failure:         s.OrderedAsyncSink.Failure(),
+		Unreached:       s.w.outage.Err(),
 		Attempts:        s.w.stats.attempts.Load(),
 		Retries:         s.w.stats.retries.Load(),
 		AttemptFailures: s.w.stats.failures.Load(),

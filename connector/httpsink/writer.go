@@ -45,9 +45,11 @@ type writer struct {
 	client    *http.Client
 	metrics   *sinkMetrics
 
-	// logf is set before the delivery loop starts (Init) and not changed
-	// after.
-	logf func(format string, args ...any)
+	// logf and outage are set before the delivery loop starts (Init) and
+	// not changed after. outage reports attempts that could not reach the
+	// receiver (connector.Outage).
+	logf   func(format string, args ...any)
+	outage *connector.Outage
 	// sleep waits between attempts, honouring ctx; rnd returns a number in
 	// [0, 1) for jitter. Tests may replace both before the first Write.
 	sleep func(ctx context.Context, d time.Duration) error
@@ -146,6 +148,7 @@ func (w *writer) deliver(ctx context.Context, m *weir.Message) error {
 		err := w.attempt(rctx, body, key)
 		if err == nil {
 			w.stats.delivered.Add(1)
+			w.outage.Recovered()
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -154,6 +157,13 @@ func (w *writer) deliver(ctx context.Context, m *weir.Message) error {
 			return ctx.Err()
 		}
 		reason, retry := classify(err)
+		if reason == reasonTransport || reason == reasonTimeout {
+			// No answer: the sink reports it at once (its Failure), so
+			// the partition's job stops visibly and restarts with backoff.
+			w.outage.Failed(w.origin, err)
+		} else {
+			w.outage.Recovered() // the receiver answered
+		}
 		w.stats.failures.Add(1)
 		w.metrics.attemptFailure(reason)
 		de := &DeliveryError{MessageID: m.ID, Attempts: attempt, Err: err}
