@@ -86,6 +86,15 @@
 // new instance tries the same batch again. Until the cause is fixed the
 // partition stops, visibly (Status.sink_failures); nothing is skipped.
 //
+// A server that cannot be reached (every host of the shard refused, reset
+// or timed out in a row) is reported at once, while the writer retries:
+// the sink's Failure returns the *connector.ReachError ("cannot reach
+// http://host:port: …, retrying (attempt N)") until an INSERT gets an
+// answer, so the job's status carries it and the controller stops the job,
+// shows the error and restarts the partition with backoff — the same batch,
+// the same token. The at-least-once sink, whose INSERT blocks Sync, fails
+// the epoch with it after syncReachPatience (1 s) instead.
+//
 // # AtLeastOnceClickHouseSink
 //
 // A connector.SyncSink: the epoch's outputs are INSERTed during Sync, in

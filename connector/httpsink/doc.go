@@ -30,10 +30,14 @@
 // retries are exhausted or its failure is permanent — the partition's
 // delivery stops, visibly: AsyncHttpSink.Failure returns the error, the
 // message and everything after it stay in the outbox (Pending counts them),
-// and the partition cannot complete. Delivery resumes, from that message and
-// with the same Idempotency-Key, when the job restarts; the job does not
-// restart by itself for this, so watch Failure (or the attempt-failure
-// metric) and restart it once the receiver or the data is fixed.
+// and the partition cannot complete. An attempt that gets no answer at all
+// (connection refused or reset, a timeout) is reported through Failure at
+// once, before the retries run out, as a *connector.ReachError ("cannot
+// reach http://host:port: …, retrying (attempt N)"), until an attempt gets
+// an answer. The job reports Failure; the engine's controller then stops
+// the job, shows the error (stderr, 'weir pipeline status' sink_failures)
+// and restarts the partition with backoff. Delivery resumes from that
+// message, with the same Idempotency-Key.
 //
 // # Parameters
 //
