@@ -2,17 +2,14 @@ package disttest
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/weir-stream/weir/cluster"
-	"github.com/weir-stream/weir/internal/testproc"
 )
 
 // TestDeposedControllerStandsBy: the active controller is frozen (SIGSTOP)
@@ -21,41 +18,16 @@ import (
 // again — it acts no more (its writes and lease creations need the lost
 // lease, workers refuse its term) — and the pipeline counts exactly once.
 func TestDeposedControllerStandsBy(t *testing.T) {
-	url, st := pgStore(t)
+	url, st, c, spec := distSetup(t)
 	ctx := context.Background()
-	c, err := NewCounter(ctx, st, 4, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec := filepath.Join(t.TempDir(), "spec.yson")
-	if err := os.WriteFile(spec, []byte(distSpec), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ports, err := testproc.FreePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, port := range ports {
-		w := start(t, fmt.Sprintf("w%d", i), "worker", "--store", url, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--id", fmt.Sprintf("w%d", i))
-		w.await(t, "listening on", time.Minute)
-	}
+	startWorkers(t, url, 2)
 	ctls := map[string]*proc{}
 	for _, id := range []string{"c1", "c2"} {
 		ctls[id] = start(t, id, "controller", "--store", url, "--spec", spec, "--id", id, "--lease-timeout", "2s", "-v")
 		ctls[id].await(t, "admin API at", time.Minute)
 	}
-	eventually := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute) // a hang guard
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("never happened: %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	var first cluster.LeaderRecord
-	eventually("a leader", func() bool {
+	eventually(t, "a leader", func() bool {
 		rec, ok, err := cluster.ReadLeader(ctx, st)
 		first = rec
 		return err == nil && ok
@@ -67,7 +39,7 @@ func TestDeposedControllerStandsBy(t *testing.T) {
 	old := ctls[first.ID]
 	old.cmd.Process.Signal(syscall.SIGSTOP)
 	var second cluster.LeaderRecord
-	eventually("the standby takes over", func() bool {
+	eventually(t, "the standby takes over", func() bool {
 		rec, ok, err := cluster.ReadLeader(ctx, st)
 		second = rec
 		return err == nil && ok && rec.Lease > first.Lease
@@ -76,14 +48,14 @@ func TestDeposedControllerStandsBy(t *testing.T) {
 		t.Fatal(err)
 	}
 	old.cmd.Process.Signal(syscall.SIGCONT)
-	eventually("the old controller stands by again", func() bool {
+	eventually(t, "the old controller stands by again", func() bool {
 		return strings.Contains(old.out.String(), "standing by again")
 	})
 	if err := c.Write(ctx, r, 2000, 40, 200); err != nil {
 		t.Fatal(err)
 	}
 	want := c.Total()
-	eventually("every event counted", func() bool {
+	eventually(t, "every event counted", func() bool {
 		_, n, err := c.Read(ctx)
 		return err == nil && n >= want
 	})

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,27 +20,14 @@ import (
 // and the controller has heard of every exit, leaves the pool,
 // nothing is counted twice or lost, and no partition counts as failing.
 func TestDrainWorker(t *testing.T) {
-	url, st := pgStore(t)
+	url, _, c, spec := distSetup(t)
 	ctx := context.Background()
-	c, err := NewCounter(ctx, st, 4, 2)
+	workers := startWorkers(t, url, 3, "-v")
+	ports, err := testproc.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := filepath.Join(t.TempDir(), "spec.yson")
-	if err := os.WriteFile(spec, []byte(distSpec), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ports, err := testproc.FreePorts(4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var workers []*proc
-	for i := 0; i < 3; i++ {
-		w := start(t, fmt.Sprintf("w%d", i), "worker", "--store", url, "--listen", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--id", fmt.Sprintf("w%d", i), "-v")
-		w.await(t, "listening on", time.Minute)
-		workers = append(workers, w)
-	}
-	admin := fmt.Sprintf("127.0.0.1:%d", ports[3])
+	admin := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	ctl := start(t, "controller", "controller", "--store", url, "--spec", spec, "--admin", admin, "-v")
 	ctl.await(t, "admin API at", time.Minute)
 	status := func() *layout {
@@ -57,22 +42,12 @@ func TestDrainWorker(t *testing.T) {
 		}
 		return &l
 	}
-	eventually := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute) // a hang guard, not a timing assertion
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("never happened: %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	r := rand.New(rand.NewPCG(21, 1))
 	if err := c.Write(ctx, r, 3000, 40, 300); err != nil {
 		t.Fatal(err)
 	}
 	var before *layout
-	eventually("jobs on every worker", func() bool {
+	eventually(t, "jobs on every worker", func() bool {
 		before = status()
 		if !before.healthy() {
 			return false
@@ -93,7 +68,7 @@ func TestDrainWorker(t *testing.T) {
 	if !strings.Contains(workers[0].out.String(), "drained") {
 		t.Fatalf("the worker did not drain:\n%s", workers[0].out.String())
 	}
-	eventually("w0's jobs elsewhere", func() bool {
+	eventually(t, "w0's jobs elsewhere", func() bool {
 		l := status()
 		return l.healthy() && len(l.partitionsOn("w0")) == 0
 	})
@@ -114,13 +89,13 @@ func TestDrainWorker(t *testing.T) {
 	if strings.Contains(ctl.out.String(), "worker w0 is lost") {
 		t.Errorf("partitions of the drained worker waited for the lost-worker timeout:\n%s", ctl.out.String())
 	}
-	eventually("w0 leaves the pool", func() bool { return strings.Contains(ctl.out.String(), "worker w0 left") })
+	eventually(t, "w0 leaves the pool", func() bool { return strings.Contains(ctl.out.String(), "worker w0 left") })
 	time.Sleep(time.Second) // ten heartbeat periods
 	if n := strings.Count(ctl.out.String(), "heartbeat of worker w0"); n > 1 {
 		t.Errorf("%d failed heartbeats to the drained worker logged:\n%s", n, ctl.out.String())
 	}
 	want := c.Total()
-	eventually("every event counted", func() bool {
+	eventually(t, "every event counted", func() bool {
 		_, n, err := c.Read(ctx)
 		return err == nil && n >= want
 	})

@@ -2,13 +2,19 @@ package disttest
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weir-stream/weir/internal/testproc"
+	"github.com/weir-stream/weir/store"
 )
 
 // proc is a weir process started by a test on loopback, stopped by PID.
@@ -114,4 +120,51 @@ func (p *proc) wait(t *testing.T, limit time.Duration) error {
 		t.Fatalf("%s did not exit within %v:\n%s", p.name, limit, tail(p.out.String()))
 		return fmt.Errorf("hung")
 	}
+}
+
+// eventually polls cond every 10 ms until it holds, failing the test after
+// two minutes: a hang guard, not a timing assertion.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never happened: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// distSetup starts the counter of distSpec on a fresh PostgreSQL schema:
+// it returns the store's URL and store, the counter, and the spec's path.
+func distSetup(t *testing.T) (string, store.Store, *Counter, string) {
+	t.Helper()
+	url, st := pgStore(t)
+	c, err := NewCounter(context.Background(), st, 4, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(t.TempDir(), "spec.yson")
+	if err := os.WriteFile(spec, []byte(distSpec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return url, st, c, spec
+}
+
+// startWorkers starts n workers w0… on loopback ports and waits until each
+// listens; extra goes on every command line (e.g. "-v").
+func startWorkers(t *testing.T, url string, n int, extra ...string) []*proc {
+	t.Helper()
+	ports, err := testproc.FreePorts(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws []*proc
+	for i, port := range ports {
+		args := append([]string{"worker", "--store", url, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--id", fmt.Sprintf("w%d", i)}, extra...)
+		w := start(t, fmt.Sprintf("w%d", i), args...)
+		w.await(t, "listening on", time.Minute)
+		ws = append(ws, w)
+	}
+	return ws
 }

@@ -2,17 +2,13 @@ package disttest
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/weir-stream/weir/cluster"
-	"github.com/weir-stream/weir/internal/testproc"
 )
 
 // TestTakeoverJobsNotChargedWithOldExits: workers report job exits by job
@@ -24,39 +20,14 @@ import (
 // controller stops (SIGTERM: it resigns and its jobs stop), the second
 // takes over, and none of its jobs may be removed.
 func TestTakeoverJobsNotChargedWithOldExits(t *testing.T) {
-	url, st := pgStore(t)
+	url, st, c, spec := distSetup(t)
 	ctx := context.Background()
-	c, err := NewCounter(ctx, st, 4, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec := filepath.Join(t.TempDir(), "spec.yson")
-	if err := os.WriteFile(spec, []byte(distSpec), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ports, err := testproc.FreePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, port := range ports {
-		w := start(t, fmt.Sprintf("w%d", i), "worker", "--store", url, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--id", fmt.Sprintf("w%d", i))
-		w.await(t, "listening on", time.Minute)
-	}
-	eventually := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute) // a hang guard
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("never happened: %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	startWorkers(t, url, 2)
 	r := rand.New(rand.NewPCG(6, 6))
 	counted := func() {
 		t.Helper()
 		want := c.Total()
-		eventually("every event counted", func() bool {
+		eventually(t, "every event counted", func() bool {
 			_, n, err := c.Read(ctx)
 			return err == nil && n >= want
 		})
@@ -72,7 +43,7 @@ func TestTakeoverJobsNotChargedWithOldExits(t *testing.T) {
 
 	second := start(t, "c2", "controller", "--store", url, "--spec", spec, "--id", "c2", "--lease-timeout", "2s", "-v")
 	second.await(t, "is active", time.Minute)
-	eventually("c2 leads", func() bool {
+	eventually(t, "c2 leads", func() bool {
 		rec, ok, err := cluster.ReadLeader(ctx, st)
 		return err == nil && ok && rec.ID == "c2"
 	})
