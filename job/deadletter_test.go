@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"github.com/weir-stream/weir"
-	"github.com/weir-stream/weir/clock"
 	"github.com/weir-stream/weir/internal/codec"
-	"github.com/weir-stream/weir/internal/testconn"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
@@ -28,31 +26,15 @@ import (
 func deadLetterJob(t *testing.T, code weir.Computation, source bool, rows ...weir.Row) (*Job, store.Store, map[string][]*weir.Message) {
 	t.Helper()
 	ctx := context.Background()
-	st := openStore(t, clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
-	a := &plan.CompPlan{Code: code, Outputs: []string{"s", "dead"}, DeadLetterStream: "dead", Batch: plan.BatchPlan{MaxRows: 100, MaxBytes: 1 << 20}}
-	spec := plan.PartitionSpec{ID: plan.KeyedPartitionID("A", 0), ToEnd: true}
-	if source {
-		a.Source, a.SourceStream = testconn.NewSource(map[string][]weir.Row{"p0": rows}), "events"
-		spec = plan.PartitionSpec{ID: plan.SourcePartitionID("A", "p0"), SourceKey: "p0"}
-	} else {
-		a.GroupBy, a.Partitions, a.Inputs = []string{"key"}, 1, []string{"in"}
-	}
-	hub := transport.NewHub(0)
+	a := &plan.CompPlan{Code: code, Outputs: []string{"s", "dead"}, DeadLetterStream: "dead"}
 	// Readers of both streams, so that outputs stay in the outbox: the
 	// dead-letter stream's reader groups by a column every dead letter has.
 	noop := weir.Transform(func(weir.Context, *weir.Message, weir.Output) error { return nil })
-	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{"A": a,
+	j, st := startPoisonJob(t, a, source, map[string]*plan.CompPlan{
 		"B": {Code: noop, GroupBy: []string{"key"}, Partitions: 1, Inputs: []string{"s"}},
 		"C": {Code: noop, GroupBy: []string{"computation"}, Partitions: 1, Inputs: []string{"dead"}},
-	}}
-	j := startTestJob(t, st, hub, pl, "A", spec)
-	if !source {
-		ts, _ := st.Timestamp(ctx)
-		for i, r := range rows {
-			hub.Offer(transport.SenderToken{}, spec.ID, &weir.Message{ID: msgid.Ordered(uint64(ts), "in", uint64(i)), Stream: "in",
-				SystemTimestamp: ts, AlignmentTimestamp: ts, Payload: r}, 10, nil, false)
-		}
-	}
+	}, rows...)
+	spec := j.cfg.Partition
 	for i := 0; i < 3; i++ {
 		if _, err := j.Epoch(ctx); err != nil {
 			t.Fatalf("epoch %d: %v", i, err)

@@ -28,9 +28,21 @@ import (
 // the store, the job's partition and the epoch's error.
 func poisonJob(t *testing.T, code weir.Computation, source bool, rows ...weir.Row) (store.Store, transport.PartitionID, error) {
 	t.Helper()
+	a := &plan.CompPlan{Code: code, Outputs: []string{"s"}}
+	j, st := startPoisonJob(t, a, source, nil, rows...)
+	_, err := j.Epoch(context.Background())
+	return st, j.cfg.Partition.ID, err
+}
+
+// startPoisonJob starts a job of computation "A" (a, given its code and
+// outputs) over a fresh store, with the other computations of others: a
+// keyed computation fed rows (offered through the hub), or, with source, a
+// source computation reading rows from source partition "p0".
+func startPoisonJob(t *testing.T, a *plan.CompPlan, source bool, others map[string]*plan.CompPlan, rows ...weir.Row) (*Job, store.Store) {
+	t.Helper()
 	ctx := context.Background()
 	st := openStore(t, clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
-	a := &plan.CompPlan{Code: code, Outputs: []string{"s"}, Batch: plan.BatchPlan{MaxRows: 100, MaxBytes: 1 << 20}}
+	a.Batch = plan.BatchPlan{MaxRows: 100, MaxBytes: 1 << 20}
 	spec := plan.PartitionSpec{ID: plan.KeyedPartitionID("A", 0), ToEnd: true}
 	if source {
 		a.Source, a.SourceStream = testconn.NewSource(map[string][]weir.Row{"p0": rows}), "events"
@@ -39,7 +51,11 @@ func poisonJob(t *testing.T, code weir.Computation, source bool, rows ...weir.Ro
 		a.GroupBy, a.Partitions, a.Inputs = []string{"key"}, 1, []string{"in"}
 	}
 	hub := transport.NewHub(0)
-	j := startTestJob(t, st, hub, &plan.Plan{Computations: map[string]*plan.CompPlan{"A": a}}, "A", spec)
+	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{"A": a}}
+	for name, c := range others {
+		pl.Computations[name] = c
+	}
+	j := startTestJob(t, st, hub, pl, "A", spec)
 	if !source {
 		ts, _ := st.Timestamp(ctx)
 		for i, r := range rows {
@@ -47,8 +63,7 @@ func poisonJob(t *testing.T, code weir.Computation, source bool, rows ...weir.Ro
 				SystemTimestamp: ts, AlignmentTimestamp: ts, Payload: r}, 10, nil, false)
 		}
 	}
-	_, err := j.Epoch(ctx)
-	return st, spec.ID, err
+	return j, st
 }
 
 // explode panics on a row with "poison" set and copies the others.
