@@ -75,13 +75,13 @@ func TestStderrEscapesRowText(t *testing.T) {
 
 // weirOut runs the binary and returns its exit error and its stdout and
 // stderr.
-func weirOut(stdin string, args ...string) (err error, stdout, stderr string) {
+func weirOut(stdin string, args ...string) (stdout, stderr string, err error) {
 	cmd := exec.Command(weirBin, args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var o, e strings.Builder
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err = cmd.Run()
-	return err, o.String(), e.String()
+	return o.String(), e.String(), err
 }
 
 // exists reports whether path exists.
@@ -101,7 +101,7 @@ func TestQueueWriteRowSizeLimit(t *testing.T) {
 		return `{"s":"` + strings.Repeat("x", n-8) + `"}`
 	}
 	in := `{"key":"a"}` + "\n" + row(limit+1) + "\n" + `{"key":"b"}` + "\n"
-	err, _, stderr := weirOut(in, "queue", "write", "--data", dir, "q")
+	_, stderr, err := weirOut(in, "queue", "write", "--data", dir, "q")
 	if err == nil || !strings.Contains(stderr, "line 2: the line is longer than the row size limit of 16 MiB (16777216 bytes); nothing was written") {
 		t.Fatalf("a line of 16 MiB + 1: %v\n%.500s", err, stderr)
 	}
@@ -220,7 +220,7 @@ func TestValuesRefused(t *testing.T) {
 		{[]string{"run", "--data", dir, "--spec", write("long.yson", `"computations" = {"`+long+`" = {"computation_class_name" = "`+long+`"}};`)},
 			"…(100000 bytes)"},
 	} {
-		err, _, stderr := weirOut("", c.args...)
+		_, stderr, err := weirOut("", c.args...)
 		if err == nil || !strings.Contains(stderr, c.says) {
 			t.Errorf("weir %.200v: %v\n%.2000s\nwant %q", c.args, err, stderr, c.says)
 		}

@@ -115,12 +115,6 @@ func (p *faultProxy) cutClient() {
 	})
 }
 
-// dropToClient drops what the servers of the open connections send (a
-// one-way partition); the clients' traffic still arrives.
-func (p *faultProxy) dropToClient() {
-	p.each(func(c *proxied) { c.toClient = false })
-}
-
 func (p *faultProxy) close() {
 	p.ln.Close()
 	p.each(func(c *proxied) {
