@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/weir-stream/weir"
-	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/tables"
 )
 
@@ -83,40 +82,10 @@ func (u *callUndo) noteExt(key string, prev *extWrite, had bool) {
 // rollback takes back everything the call changed and returns the emitted
 // buffer cut to its length before the call.
 func (j *Job) rollback(u *callUndo, out []emitted) []emitted {
-	m := j.states
-	for _, e := range m.dirty[u.dirty:] {
-		e.isDirty = false
-	}
-	m.dirty = m.dirty[:u.dirty]
-	for i := len(u.states) - 1; i >= 0; i-- {
-		s := u.states[i]
-		if s.inserted {
-			m.lru.Remove(s.e.elem)
-			delete(m.cache, s.e.ref)
-			m.bytes -= s.e.size
-			continue
-		}
-		s.e.value, s.e.present, s.e.empty, s.e.encode = s.value, s.present, s.empty, s.encode
-	}
-	for i := len(u.ext) - 1; i >= 0; i-- {
-		x := u.ext[i]
-		if x.had {
-			j.ext.writes[x.key] = x.prev
-		} else {
-			delete(j.ext.writes, x.key)
-		}
-	}
+	j.states.rollback(u)
+	j.ext.rollback(u)
 	clear(out[u.out:])
 	return out[:u.out]
-}
-
-// deadLetterable reports whether err, the failure of a message call, may
-// be dead-lettered: a failure of the user's code or of what it emitted,
-// never one of weir or the store (a state that cannot be loaded is not
-// the message's fault).
-func deadLetterable(err error) bool {
-	var uce *UserCodeError
-	return errors.As(err, &uce)
 }
 
 // deadLetters emits, for each message of a failed call, its dead-letter
@@ -139,12 +108,10 @@ func (j *Job) deadLetters(col *collector, key weir.Key, msgs []*weir.Message, ca
 			"error":       reason,
 			"payload":     map[string]any(m.Payload),
 		}
-		if j.src != nil {
-			if p, err := msgid.ParseOrdered(m.ID); err == nil {
-				row["source"] = j.comp.SourceStream
-				row["source_partition"] = j.cfg.Partition.SourceKey
-				row["offset"] = int64(p.Offset)
-			}
+		if off, ok := j.sourceOffset(m); ok {
+			row["source"] = j.comp.SourceStream
+			row["source_partition"] = j.cfg.Partition.SourceKey
+			row["offset"] = int64(off)
 		}
 		*col.out = append(*col.out, emitted{stream: j.comp.DeadLetterStream, row: row, parents: []*weir.Message{m}, key: key})
 	}
@@ -180,7 +147,7 @@ func (j *Job) runMessages(cc *callContext, col *collector, key weir.Key, msgs []
 		// call fails with it (process reports cc.err after the key).
 		err = j.userCodeError(userCall{msgs: msgs}, nil, nil, cc.err)
 	}
-	if !deadLetterable(err) || cc.readErr != readErr {
+	if cc.readErr != readErr {
 		return err // weir's failure (a read of state), not the message's
 	}
 	sc.out = j.rollback(&sc.undo, sc.out)
@@ -192,10 +159,8 @@ func (j *Job) runMessages(cc *callContext, col *collector, key weir.Key, msgs []
 // skipIdentity names m for a skip record (tables.SourceIdentity for a
 // source record, whose id changes at every retry; its id otherwise).
 func (j *Job) skipIdentity(m *weir.Message) string {
-	if j.src != nil {
-		if p, err := msgid.ParseOrdered(m.ID); err == nil {
-			return tables.SourceIdentity(j.cfg.Partition.SourceKey, p.Offset)
-		}
+	if off, ok := j.sourceOffset(m); ok {
+		return tables.SourceIdentity(j.cfg.Partition.SourceKey, uint64(off))
 	}
 	return tables.MessageIdentity(m.ID)
 }

@@ -267,3 +267,15 @@ func (e *externalStates) committed() {
 	clear(e.read)
 	e.checked = 0
 }
+
+// rollback takes back the writes one call buffered (deadletter.go).
+func (e *externalStates) rollback(u *callUndo) {
+	for i := len(u.ext) - 1; i >= 0; i-- {
+		x := u.ext[i]
+		if x.had {
+			e.writes[x.key] = x.prev
+		} else {
+			delete(e.writes, x.key)
+		}
+	}
+}

@@ -141,22 +141,33 @@ func (j *Job) userCodeError(call userCall, panicValue any, stack []string, err e
 	for _, m := range call.msgs {
 		e.Messages = append(e.Messages, m.ID)
 	}
-	if j.src != nil {
-		// A source message's id is Ordered(seq, stream, offset) (or an id
-		// inherited from one, which ParseOrdered refuses).
-		for _, m := range call.msgs {
-			p, perr := msgid.ParseOrdered(m.ID)
-			if perr != nil {
-				e.Offsets = nil
-				break
-			}
-			e.Offsets = append(e.Offsets, connector.Offset(p.Offset))
+	for _, m := range call.msgs {
+		off, ok := j.sourceOffset(m)
+		if !ok {
+			e.Offsets = nil
+			break
 		}
-		if len(e.Offsets) > 0 {
-			e.Source, e.SourcePartition = j.comp.SourceStream, j.cfg.Partition.SourceKey
-		}
+		e.Offsets = append(e.Offsets, off)
+	}
+	if len(e.Offsets) > 0 {
+		e.Source, e.SourcePartition = j.comp.SourceStream, j.cfg.Partition.SourceKey
 	}
 	return e
+}
+
+// sourceOffset returns the offset of m in the job's source partition, if m
+// is a record this source job read: its id is Ordered(seq, stream, offset)
+// (an id inherited from one, or any message of a job without a source, is
+// not).
+func (j *Job) sourceOffset(m *weir.Message) (connector.Offset, bool) {
+	if j.src == nil {
+		return 0, false
+	}
+	p, err := msgid.ParseOrdered(m.ID)
+	if err != nil {
+		return 0, false
+	}
+	return connector.Offset(p.Offset), true
 }
 
 // invariantPrefix starts the panic message of internal/invariants.Check

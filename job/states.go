@@ -170,3 +170,23 @@ func (m *stateManager) committed() {
 
 // cached returns the number of cached entries and their estimated bytes.
 func (m *stateManager) cached() (int, int) { return len(m.cache), m.bytes }
+
+// rollback takes back what one call changed (deadletter.go): entries it
+// made dirty are clean again, entries it created are dropped, the others
+// get their values from before the call.
+func (m *stateManager) rollback(u *callUndo) {
+	for _, e := range m.dirty[u.dirty:] {
+		e.isDirty = false
+	}
+	m.dirty = m.dirty[:u.dirty]
+	for i := len(u.states) - 1; i >= 0; i-- {
+		s := u.states[i]
+		if s.inserted {
+			m.lru.Remove(s.e.elem)
+			delete(m.cache, s.e.ref)
+			m.bytes -= s.e.size
+			continue
+		}
+		s.e.value, s.e.present, s.e.empty, s.e.encode = s.value, s.present, s.empty, s.encode
+	}
+}
