@@ -149,10 +149,12 @@ func (p *Pool) removeGone(regs []Registration) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	removed := false
 	for id, w := range p.workers {
 		if registered[id] {
 			continue
 		}
+		removed = true
 		w.cancel()
 		delete(p.workers, id)
 		w.mu.Lock()
@@ -163,7 +165,9 @@ func (p *Pool) removeGone(regs []Registration) {
 		w.mu.Unlock()
 		p.cfg.Logf("cluster: worker %s left (its registration is gone)", id)
 	}
-	p.relist()
+	if removed {
+		p.relist()
+	}
 }
 
 // relist rebuilds the id-ordered worker list. REQUIRES: p.mu held.

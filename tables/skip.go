@@ -56,17 +56,12 @@ func skipKey(comp, identity string) []byte {
 
 // RecordSkip records that comp is to skip the message named identity. It
 // reports whether the message was already skipped (the record is then
-// left as it was).
+// left as it was): one commit that requires the record to be absent.
 func RecordSkip(ctx context.Context, st store.Store, comp, identity, reason string, now time.Time) (already bool, err error) {
 	if comp == "" || strings.ContainsRune(comp, 0) {
 		return false, fmt.Errorf("skip: computation name %q is empty or holds a NUL byte", comp)
 	}
 	key := skipKey(comp, identity)
-	if _, ok, err := st.Get(ctx, store.FlowState, key); err != nil {
-		return false, err
-	} else if ok {
-		return true, nil
-	}
 	v, err := json.Marshal(SkipRecord{Reason: reason, At: now.UTC()})
 	if err != nil {
 		return false, err
@@ -76,7 +71,7 @@ func RecordSkip(ctx context.Context, st store.Store, comp, identity, reason stri
 	txn.Put(store.FlowState, key, v)
 	if err := st.Commit(ctx, txn); err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			return true, nil // recorded concurrently
+			return true, nil // the record exists (the check refused the commit)
 		}
 		return false, fmt.Errorf("skip: record: %w", err)
 	}

@@ -78,9 +78,9 @@ func canonicalValue(v any, depth int) valueKind {
 	return valueUnsupported
 }
 
-// canonicalize returns v in its decoded type, copying containers that hold
-// a value to convert. The row itself is depth -1: its columns are depth 0,
-// as in canonicalValue and the encoder.
+// canonicalize returns v in its decoded type, copying the containers on
+// the way (it runs only for a row that holds a value to convert). The row
+// itself is depth -1: its columns are depth 0, as in the encoder.
 func canonicalize(v any, depth int) any {
 	switch x := v.(type) {
 	case int:
@@ -92,7 +92,7 @@ func canonicalize(v any, depth int) any {
 	case float32:
 		return float64(x)
 	case []any:
-		if canonicalValue(x, depth) == valueCanonical {
+		if depth >= MaxDepth {
 			return x
 		}
 		out := make([]any, len(x))
@@ -101,7 +101,7 @@ func canonicalize(v any, depth int) any {
 		}
 		return out
 	case map[string]any:
-		if canonicalValue(x, depth) == valueCanonical {
+		if depth >= MaxDepth {
 			return x
 		}
 		out := make(map[string]any, len(x))
