@@ -112,14 +112,8 @@ func checkForeignDir(dir string) error {
 		"pass a new or empty directory as --data, or the data directory of an existing pipeline", dir, storeSubdir, echoArgs(foreign))
 }
 
-// MaxRowBytes is the row size limit of 'weir queue write' (and of the
-// admin API's POST /queues/NAME/rows): one line of JSON, without its
-// newline, is at most 16 MiB. A write holds all its rows in memory until
-// its one commit, so a line is bounded rather than read whole.
-const MaxRowBytes = 16 << 20
-
-// errRowTooLong marks a line above MaxRowBytes.
-var errRowTooLong = fmt.Errorf("the line is longer than the row size limit of %d MiB (%d bytes)", MaxRowBytes>>20, MaxRowBytes)
+// errRowTooLong marks a line above queue.MaxRowBytes.
+var errRowTooLong = fmt.Errorf("the line is longer than the row size limit of %d MiB (%d bytes)", queue.MaxRowBytes>>20, queue.MaxRowBytes)
 
 // writeRows reads JSON objects, one per line, and writes them to q in one
 // commit. partition < 0 spreads rows by the hash of their "key" column
@@ -127,17 +121,18 @@ var errRowTooLong = fmt.Errorf("the line is longer than the row size limit of %d
 // write, naming the line: invalid JSON or UTF-8, a repeated name, an
 // integer outside 64 bits (codec.RowFromJSON), a "key" column that is a
 // list or a map, which no computation could group by, or a line longer
-// than MaxRowBytes. A rejected write wrote nothing: the rows are committed
-// together after the last line was read.
-func writeRows(ctx context.Context, q *queue.Queue, r io.Reader, partition int) (int, error) {
+// than queue.MaxRowBytes. A rejected write wrote nothing: the rows are
+// committed together after the last line was read. Lines are numbered from
+// firstLine (1, or where a chunk of a larger write starts: postRows).
+func writeRows(ctx context.Context, q *queue.Queue, r io.Reader, partition, firstLine int) (int, error) {
 	if partition < -1 || partition >= q.Partitions() {
 		return 0, fmt.Errorf("partition %d out of range: queue %s has partitions 0..%d; nothing was written", partition, q.Name(), q.Partitions()-1)
 	}
 	var rows []weir.Row
 	var parts []int
 	br := bufio.NewReaderSize(r, 64<<10)
-	for line := 1; ; line++ {
-		b, err := readLine(br, MaxRowBytes)
+	for line := firstLine; ; line++ {
+		b, err := readLine(br, queue.MaxRowBytes)
 		if err != nil && err != io.EOF {
 			return 0, fmt.Errorf("line %d: %w; nothing was written", line, err)
 		}

@@ -164,7 +164,7 @@ func queueWrite(o *Options, args []string) error {
 		if err != nil {
 			return err
 		}
-		n, err = writeRows(ctx, q, o.Stdin, *part)
+		n, err = writeRows(ctx, q, o.Stdin, *part, 1)
 		return err
 	})
 	if remote != nil {

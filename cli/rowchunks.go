@@ -4,26 +4,25 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/weir-stream/weir/connector/queue"
 )
 
 // rowChunkBytes bounds one POST of rows to a running weir's admin API
-// (below maxAdminBody, above MaxRowBytes: a row of the largest size fits).
+// (below maxAdminBody, above queue.MaxRowBytes: a row of the largest size
+// fits).
 const rowChunkBytes = 32 << 20
 
-// chunkLine finds the line number a server's error names.
-var chunkLine = regexp.MustCompile(`line (\d+): `)
-
-// postRows writes the JSON lines of in to queue path of a running weir in
-// chunks of at most rowChunkBytes, each one commit. Lines are numbered
-// across chunks; an error names the line and says how many rows the
-// chunks before it wrote (a chunk that fails writes nothing).
+// postRows writes the JSON lines of in to queue path (a URL with its
+// query) of a running weir in chunks of at most rowChunkBytes, each one
+// commit. The server numbers a chunk's lines from its first_line, so an
+// error names the line in the whole input; the error says how many rows
+// the chunks before it wrote (a chunk that fails writes nothing).
 func postRows(c *adminConn, path string, in io.Reader) (int, error) {
 	br := bufio.NewReaderSize(in, 64<<10)
 	var buf bytes.Buffer
@@ -33,8 +32,8 @@ func postRows(c *adminConn, path string, in io.Reader) (int, error) {
 			return nil
 		}
 		var sb strings.Builder
-		if err := c.call(http.MethodPost, path, "application/x-ndjson", bytes.NewReader(buf.Bytes()), &sb); err != nil {
-			return chunkError(err, base, written)
+		if err := c.call(http.MethodPost, path+"&first_line="+strconv.Itoa(base+1), "application/x-ndjson", bytes.NewReader(buf.Bytes()), &sb); err != nil {
+			return earlierChunks(err, written)
 		}
 		var resp struct{ Written int }
 		if err := json.Unmarshal([]byte(sb.String()), &resp); err != nil {
@@ -46,9 +45,9 @@ func postRows(c *adminConn, path string, in io.Reader) (int, error) {
 		return nil
 	}
 	for {
-		b, err := readLine(br, MaxRowBytes)
+		b, err := readLine(br, queue.MaxRowBytes)
 		if err != nil && err != io.EOF {
-			return written, chunkError(fmt.Errorf("line %d: %w; nothing was written", lines+1-base, err), base, written)
+			return written, earlierChunks(fmt.Errorf("line %d: %w; nothing was written", lines+1, err), written)
 		}
 		if err == nil || len(b) > 0 {
 			if buf.Len()+len(b)+1 > rowChunkBytes {
@@ -67,16 +66,11 @@ func postRows(c *adminConn, path string, in io.Reader) (int, error) {
 	return written, flush()
 }
 
-// chunkError renumbers the line an error of a chunk names (base lines
-// came before the chunk) and says what the earlier chunks wrote.
-func chunkError(err error, base, written int) error {
-	msg := err.Error()
-	if m := chunkLine.FindStringSubmatchIndex(msg); m != nil {
-		n, _ := strconv.Atoi(msg[m[2]:m[3]])
-		msg = msg[:m[2]] + strconv.Itoa(base+n) + msg[m[3]:]
+// earlierChunks adds to err, the failure of one chunk (which wrote
+// nothing), what the chunks before it wrote.
+func earlierChunks(err error, written int) error {
+	if written == 0 {
+		return err
 	}
-	if written > 0 {
-		msg = strings.Replace(msg, "nothing was written", fmt.Sprintf("rows from that line's chunk on were not written; the %d rows before it (earlier chunks of %d MiB) were", written, rowChunkBytes>>20), 1)
-	}
-	return errors.New(msg)
+	return fmt.Errorf("%w (in that line's commit of up to %d MiB; the %d rows before it, in earlier commits, were written)", err, rowChunkBytes>>20, written)
 }

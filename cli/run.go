@@ -317,7 +317,14 @@ func (r *runner) handler() http.Handler {
 				return
 			}
 		}
-		n, err := writeRows(req.Context(), q, req.Body, part)
+		first := 1
+		if v := req.URL.Query().Get("first_line"); v != "" {
+			if first, err = strconv.Atoi(v); err != nil || first < 1 {
+				http.Error(w, fmt.Sprintf("first_line %q is not a line number", v), http.StatusBadRequest)
+				return
+			}
+		}
+		n, err := writeRows(req.Context(), q, req.Body, part, first)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

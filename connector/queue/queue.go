@@ -67,6 +67,12 @@ var ErrExists = errors.New("queue exists already")
 // (spec.MaxPartitionCount).
 const MaxPartitions = 4096
 
+// MaxRowBytes is the row size limit of 'weir queue write' (and of the
+// admin API's POST /queues/NAME/rows): one line of JSON, without its
+// newline, is at most 16 MiB. A write holds all its rows in memory until
+// its one commit, so a line is bounded rather than read whole.
+const MaxRowBytes = 16 << 20
+
 // ValidName reports whether name can name a queue: 1–200 bytes of
 // [A-Za-z0-9_./-], not starting with '/'... any printable byte but 0x00 and
 // whitespace would do for the store; the restriction keeps names usable in

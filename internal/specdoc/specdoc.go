@@ -19,7 +19,6 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/weir-stream/weir/cli"
 	"github.com/weir-stream/weir/connector/clickhouse"
 	"github.com/weir-stream/weir/connector/httpsink"
 	"github.com/weir-stream/weir/connector/kafka"
@@ -438,7 +437,7 @@ Row size limit: a row written with `+"`weir queue write`"+` (or the admin API's
 `+"`POST /queues/NAME/rows`"+`) is one line of JSON of at most %[4]d MiB
 (%[5]d bytes) without its newline; a longer line rejects the whole write,
 naming the line, and nothing of the write is stored.
-`, queue.ColTabletIndex, queue.ColRowIndex, queue.ColTimestamp, cli.MaxRowBytes>>20, cli.MaxRowBytes)
+`, queue.ColTabletIndex, queue.ColRowIndex, queue.ColTimestamp, queue.MaxRowBytes>>20, queue.MaxRowBytes)
 	return b.String(), nil
 }
 
