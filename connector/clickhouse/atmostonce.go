@@ -253,20 +253,15 @@ func (s *AtMostOnceSink) awaitBound(ctx context.Context, id msgid.ID) error {
 }
 
 // Failure returns the error that stopped the sink (a target that
-// validation rejects) or else its failure to reach ClickHouse
-// (connector.Outage): the job reports either, and the controller stops it
-// and restarts the partition with backoff. What the stopped life gives up
-// is counted as dropped, as for any restart: in queue mode what is still
-// queued when Close's suspend_destruction_duration ends, in ordered mode
-// the messages under the started bound.
+// validation rejects). A failure to reach ClickHouse is not one: stopping
+// the job would give up what its life holds (the queue, the started
+// window), while INSERTs that reached no server never started and are
+// retried in place; the writer warns of the outage instead
+// (warnUnreached).
 func (s *AtMostOnceSink) Failure() error {
 	s.mu.Lock()
-	err := s.fatal
-	s.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	return s.w.outageErr() // the job's report names the sink
+	defer s.mu.Unlock()
+	return s.fatal
 }
 
 // Reconfigure applies dynamic parameters, including the queue mode's

@@ -122,6 +122,20 @@ func (w *writer) start(sc connector.SinkContext) {
 	w.outage = connector.NewOutage(sc)
 }
 
+// warnUnreached makes an at-most-once sink's outage visible without
+// stopping its job: a stop would give up what the stopped life holds (its
+// queue, its started window), while an INSERT that reached no server never
+// started and is kept and retried. It warns at the 1st, 2nd, 4th, 8th …
+// failed attempt in a row, so a long outage stays visible in a few lines.
+func (w *writer) warnUnreached(err error) {
+	var re *connector.ReachError
+	if w.mode != modeAtMostOnce || !errors.As(err, &re) || re.Attempt&(re.Attempt-1) != 0 {
+		return
+	}
+	w.o.logger().Warn("ClickHouse at-most-once sink cannot reach its server; messages whose INSERT never started are kept and retried",
+		"Sink", w.sinkID, "Error", re.Error())
+}
+
 // outageErr returns the current failure to reach the servers, nil if none.
 func (w *writer) outageErr() error {
 	w.mu.Lock()
@@ -343,6 +357,7 @@ func (w *writer) insert(ctx context.Context, si int, msgs []*weir.Message, token
 				if w.mode == modeAtLeastOnce && time.Since(unreachedAt) >= syncReachPatience {
 					return re
 				}
+				w.warnUnreached(re)
 			}
 		}
 		ie := &InsertError{Shard: ss.shard.Name, Attempts: attempt, Class: cls.String(), Started: started.Load(), Err: err}
