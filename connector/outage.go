@@ -55,6 +55,11 @@ type Outage struct {
 	key string
 	mu  sync.Mutex
 	err *ReachError
+	// counted: the process-wide count of this key may be above zero (a
+	// failure of this life, or of an earlier one not yet cleared), so
+	// Recovered must clear it; otherwise Recovered — called at every
+	// successful write — returns without touching the shared map.
+	counted bool
 }
 
 // attempts counts the failed attempts in a row per Outage key (a sink in
@@ -66,7 +71,7 @@ var (
 
 // NewOutage returns the outage tracker of sc's sink in sc's partition.
 func NewOutage(sc SinkContext) *Outage {
-	return &Outage{key: sc.SinkID + "\x00" + sc.PartitionID}
+	return &Outage{key: sc.SinkID + "\x00" + sc.PartitionID, counted: true}
 }
 
 // Failed records that a write to server failed with err (a failure to
@@ -81,7 +86,7 @@ func (o *Outage) Failed(server string, err error) error {
 	attemptsMu.Unlock()
 	re := &ReachError{Server: server, Attempt: n, Err: err}
 	o.mu.Lock()
-	o.err = re
+	o.err, o.counted = re, true
 	o.mu.Unlock()
 	return re
 }
@@ -93,8 +98,12 @@ func (o *Outage) Recovered() {
 		return
 	}
 	o.mu.Lock()
-	o.err = nil
+	counted := o.counted
+	o.err, o.counted = nil, false
 	o.mu.Unlock()
+	if !counted {
+		return
+	}
 	attemptsMu.Lock()
 	delete(attempts, o.key)
 	attemptsMu.Unlock()
