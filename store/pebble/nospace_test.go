@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -163,5 +166,23 @@ func TestManifestNoSpaceExitsClearly(t *testing.T) {
 	}
 	if logged.Load() != 0 {
 		t.Fatalf("Fatalf logged %d records for a full disk, want none besides the exit line", logged.Load())
+	}
+}
+
+// TestCommitFatalIsPebbles: the Fatalf format the logger treats as a
+// recoverable commit failure (commitFatal) must be the one Pebble's
+// DB.Apply uses; if an upgrade rewords it, a full disk during a commit
+// would end the process. Read from the Pebble source this build uses.
+func TestCommitFatalIsPebbles(t *testing.T) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/cockroachdb/pebble/v2").Output()
+	if err != nil {
+		t.Fatalf("locate the Pebble module: %v", err)
+	}
+	src, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "db.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Fatalf(" + strconv.Quote(commitFatal) + ", err)"; !strings.Contains(string(src), want) {
+		t.Fatalf("Pebble's db.go has no %s: its commit Fatalf changed; update commitFatal", want)
 	}
 }
