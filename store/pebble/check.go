@@ -84,6 +84,10 @@ func CheckFiles(dir string, opts Options) (*CheckReport, error) {
 	ro := po.MakeReaderOptions()
 	po.EventListener = &pebbledb.EventListener{DataCorruption: func(pebbledb.DataCorruptionInfo) {}}
 	db, openErr := pebbledb.Open(dir, po)
+	if openErr != nil && isLockError(openErr) {
+		// A running weir holds it: say so before reading every table.
+		return nil, fmt.Errorf("pebble store: check %s: %w (is a weir running on it?)", dir, openErr)
+	}
 	rep.ReadOnlyFS = readOnlyFS.Load()
 	// The tables the MANIFEST names; nil if Pebble cannot open it (then
 	// every table file is checked).
@@ -123,9 +127,6 @@ func CheckFiles(dir string, opts Options) (*CheckReport, error) {
 	}
 	if openErr != nil {
 		err := openErr
-		if !pebbledb.IsCorruptionError(err) && !errors.Is(err, pebbledb.ErrCorruption) && strings.Contains(err.Error(), "lock") {
-			return nil, fmt.Errorf("pebble store: check %s: %w (is a weir running on it?)", dir, err)
-		}
 		rep.Problems = append(rep.Problems, Problem{File: damagedFile(dir, err), What: "Pebble cannot open the database: " + firstLine(err)})
 		return rep, nil
 	}
@@ -204,3 +205,9 @@ func (fs roLockFS) Lock(name string) (io.Closer, error) {
 type noLock struct{}
 
 func (noLock) Close() error { return nil }
+
+// isLockError reports whether err, from opening a store, says another
+// process holds its lock (not damage).
+func isLockError(err error) bool {
+	return !pebbledb.IsCorruptionError(err) && !errors.Is(err, pebbledb.ErrCorruption) && strings.Contains(err.Error(), "lock")
+}
