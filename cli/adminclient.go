@@ -33,6 +33,7 @@ func writeAdminAddr(dir, addr, instance string) error {
 // directory.
 type adminConn struct {
 	dir, addr, instance string
+	token               string // read once, at the first request
 }
 
 // runningAdmin returns a client of the admin API of the weir running on
@@ -77,11 +78,12 @@ func (c *adminConn) request(method, path, contentType string, body io.Reader) (*
 		return nil, err
 	}
 	req.Header.Set(instanceHeader, c.instance)
-	token, err := adminToken(c.dir, false)
-	if err != nil {
-		return nil, err
+	if c.token == "" {
+		if c.token, err = adminToken(c.dir, false); err != nil {
+			return nil, err
+		}
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Bearer "+c.token)
 	if method != http.MethodGet && method != http.MethodHead {
 		if contentType == "" {
 			contentType = "application/json"

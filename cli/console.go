@@ -91,6 +91,15 @@ type console struct {
 	restarts map[string][]restartEvent     // by partition
 	lastErr  map[string]time.Time          // the last LastErrorAt seen
 	failing  map[string]bool               // partitions failing at the last sample
+
+	// readers maps a stream to the computations reading it (streamReaders).
+	readers map[string][]string
+
+	// poison caches the source rows failures name (a queue row at an
+	// offset never changes), so that a page polling twice a second does
+	// not read the store for every failing partition each time.
+	poisonMu sync.Mutex
+	poison   map[string]string
 }
 
 // consoleSample is one reading: cumulative counters per computation and
@@ -142,7 +151,7 @@ func runConsole(r *runner) *console {
 
 func newConsole(t consoleTarget) *console {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &console{t: t, stop: cancel}
+	c := &console{t: t, stop: cancel, readers: streamReaders(t.spec)}
 	c.reset(nil)
 	go c.run(ctx)
 	return c
@@ -698,7 +707,7 @@ func (c *console) data(ctx context.Context, window time.Duration) consoleData {
 				w.System = ts.Time().UTC().Format(time.RFC3339Nano)
 				w.SystemDelayS = last.systemDelay(ts)
 			}
-			if ev, ok := eventWMOf(p, last.eventWM, s); ok {
+			if ev, ok := c.eventWMOf(last.eventWM, s); ok {
 				w.Event = ev.UTC().Format(time.RFC3339Nano)
 				delay := last.at.Sub(ev).Seconds() // negative: ahead of this clock
 				w.EventDelayS = &delay
@@ -720,15 +729,25 @@ func partitionComputation(id string) string {
 
 // eventWMOf returns the event watermark of the (first, by name)
 // computation reading stream that has one.
-func eventWMOf(p *spec.Pipeline, wms map[string]time.Time, stream string) (time.Time, bool) {
-	for _, name := range sortedNames(p.Computations) {
-		for _, in := range p.Computations[name].InputStreamIDs {
-			if ev, ok := wms[name]; ok && in == stream {
-				return ev, true
-			}
+func (c *console) eventWMOf(wms map[string]time.Time, stream string) (time.Time, bool) {
+	for _, name := range c.readers[stream] {
+		if ev, ok := wms[name]; ok {
+			return ev, true
 		}
 	}
 	return time.Time{}, false
+}
+
+// streamReaders maps each stream of p to the computations that read it, in
+// name order (computed once: eventWMOf runs for every sample of a series).
+func streamReaders(p *spec.Pipeline) map[string][]string {
+	out := map[string][]string{}
+	for _, name := range sortedNames(p.Computations) {
+		for _, in := range p.Computations[name].InputStreamIDs {
+			out[in] = append(out[in], name)
+		}
+	}
+	return out
 }
 
 // series fills the charts from the samples. REQUIRES: len(ss) >= 2.
@@ -752,7 +771,7 @@ func (c *console) series(d *consoleData, ss []consoleSample, window time.Duratio
 				v = ss[i].systemDelay(ts)
 			}
 			d.Series.WM[stream] = append(d.Series.WM[stream], v)
-			if ev, ok := eventWMOf(c.t.spec, ss[i].eventWM, stream); ok {
+			if ev, ok := c.eventWMOf(ss[i].eventWM, stream); ok {
 				delay := ss[i].at.Sub(ev).Seconds()
 				for len(d.Series.EventWM[stream]) < len(d.Series.T)-1 {
 					d.Series.EventWM[stream] = append(d.Series.EventWM[stream], nil)
@@ -910,6 +929,13 @@ func (c *console) poisonRow(ctx context.Context, comp string, o *failureOrigin) 
 	if src.SourceClassName != "QueueSource" || qp == "" || err1 != nil || err2 != nil {
 		return ""
 	}
+	key := qp + "\x00" + o.SourcePartition + "\x00" + o.Offset
+	c.poisonMu.Lock()
+	row, ok := c.poison[key]
+	c.poisonMu.Unlock()
+	if ok {
+		return row
+	}
 	q, err := queue.Open(ctx, c.t.store, qp)
 	if err != nil {
 		return ""
@@ -922,6 +948,12 @@ func (c *console) poisonRow(ctx context.Context, comp string, o *failureOrigin) 
 	if err != nil {
 		return ""
 	}
+	c.poisonMu.Lock()
+	if c.poison == nil || len(c.poison) >= 1024 {
+		c.poison = map[string]string{} // bounded: failures come and go
+	}
+	c.poison[key] = string(b)
+	c.poisonMu.Unlock()
 	return string(b)
 }
 
