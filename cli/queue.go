@@ -91,11 +91,8 @@ const maxNameBytes = 1024
 // nothing).
 func withStore(loc location, readOnly bool, fn func(st store.Store) error) (remote *adminConn, err error) {
 	if *loc.store != "" {
-		if open.BackendOf(*loc.store) != open.Postgres {
-			if err := open.Check(*loc.store); err != nil {
-				return nil, err
-			}
-			return nil, fmt.Errorf("--store takes a postgres:// URL; for a data directory pass --data %s", echo(*loc.store))
+		if err := checkStoreURL(*loc.store, "for a data directory pass --data "+echo(*loc.store)); err != nil {
+			return nil, err
 		}
 		st, err := open.Store(context.Background(), *loc.store, open.Options{})
 		if err != nil {
@@ -260,6 +257,19 @@ func listQueues(ctx context.Context, st store.Store, w io.Writer) error {
 			rows += n
 		}
 		fmt.Fprintf(w, "%s\t%s\t%d rows\n", name, plural(q.Partitions(), "partition", "partitions"), rows)
+	}
+	return nil
+}
+
+// checkStoreURL refuses a --store that is not a postgres:// URL: an
+// unknown URL scheme (open.Check), or a path — with hint saying what to
+// pass instead.
+func checkStoreURL(addr, hint string) error {
+	if err := open.Check(addr); err != nil {
+		return err
+	}
+	if open.BackendOf(addr) != open.Postgres {
+		return fmt.Errorf("--store takes a postgres:// URL; %s", hint)
 	}
 	return nil
 }

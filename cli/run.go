@@ -72,11 +72,8 @@ func runRun(o *Options, args []string) error {
 		}
 	}
 	if *storeAddr != "" {
-		if err := open.Check(*storeAddr); err != nil {
+		if err := checkStoreURL(*storeAddr, "for an embedded store pass --data DIR"); err != nil {
 			return err
-		}
-		if open.BackendOf(*storeAddr) != open.Postgres {
-			return usageErr(fs, "--store takes a postgres:// URL; for an embedded store pass --data DIR")
 		}
 	}
 	// Signals are caught from here on: one that comes while the store
