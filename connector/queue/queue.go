@@ -242,8 +242,19 @@ func (q *Queue) Write(ctx context.Context, rows []weir.Row, parts []int) error {
 // tells whether the rows were written, so the caller can say exactly what
 // happened instead of guessing.
 func (q *Queue) WriteResolvable(ctx context.Context, rows []weir.Row, parts []int) error {
+	added := make([]uint64, q.partitions)
+	for _, p := range parts {
+		if p >= 0 && p < q.partitions {
+			added[p]++
+		}
+	}
+	// The lengths of the partitions the write adds to (the others cannot
+	// tell whether it landed).
 	before := make([]uint64, q.partitions)
 	for p := range before {
+		if added[p] == 0 {
+			continue
+		}
 		n, err := q.Len(ctx, p)
 		if err != nil {
 			return fmt.Errorf("write to queue %s: %w", q.name, err)
@@ -254,10 +265,6 @@ func (q *Queue) WriteResolvable(ctx context.Context, rows []weir.Row, parts []in
 	if !errors.Is(err, store.ErrAmbiguous) {
 		return err
 	}
-	added := make([]uint64, q.partitions)
-	for _, p := range parts {
-		added[p]++
-	}
 	return &UnresolvedWriteError{Queue: q.name, Rows: len(rows), Before: before, Added: added, Err: err}
 }
 
@@ -266,8 +273,9 @@ func (q *Queue) WriteResolvable(ctx context.Context, rows []weir.Row, parts []in
 type UnresolvedWriteError struct {
 	Queue string
 	Rows  int
-	// Before is each partition's length before the write; Added how many
-	// of the rows went to each.
+	// Added is how many of the rows went to each partition; Before the
+	// length before the write of each partition written to (0 for the
+	// others, which Resolve does not read).
 	Before, Added []uint64
 	// Err is the failed commit's error (a *store.AmbiguousError).
 	Err error
@@ -290,6 +298,9 @@ func (e *UnresolvedWriteError) Resolve(ctx context.Context, st store.Store) (wri
 	}
 	none, all := true, true
 	for p := range e.Before {
+		if e.Added[p] == 0 {
+			continue // not written to, not read before
+		}
 		n, err := q.Len(ctx, p)
 		if err != nil {
 			return false, err

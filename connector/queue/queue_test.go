@@ -164,3 +164,34 @@ func TestConsumerOffsetOnlyMovesForward(t *testing.T) {
 		t.Fatalf("consumer offsets = %v, want [0 9]", offs)
 	}
 }
+
+// TestResolveUnknownWrite: a write whose commit outcome is unknown is
+// resolved by the lengths of the partitions it wrote to — all its rows
+// there: written; none: not written; anything else: refused (another
+// writer), never guessed.
+func TestResolveUnknownWrite(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	q, err := Create(ctx, st, "q", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []weir.Row{{"i": int64(1)}, {"i": int64(2)}, {"i": int64(3)}}
+	parts := []int{0, 2, 2}
+	unresolved := &UnresolvedWriteError{Queue: "q", Rows: 3, Before: []uint64{0, 0, 0}, Added: []uint64{1, 0, 2}}
+	if written, err := unresolved.Resolve(ctx, st); err != nil || written {
+		t.Fatalf("before the write: written %v, %v; want not written", written, err)
+	}
+	if err := q.Write(ctx, rows, parts); err != nil {
+		t.Fatal(err)
+	}
+	if written, err := unresolved.Resolve(ctx, st); err != nil || !written {
+		t.Fatalf("after the write: written %v, %v; want written", written, err)
+	}
+	if err := q.Write(ctx, rows[:1], []int{2}); err != nil { // another writer
+		t.Fatal(err)
+	}
+	if written, err := unresolved.Resolve(ctx, st); err == nil {
+		t.Fatalf("with another writer's row: written %v and no error; want a refusal", written)
+	}
+}
