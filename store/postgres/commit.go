@@ -166,7 +166,12 @@ type rangeDel struct {
 }
 
 func (r rangeDel) covers(p *point) bool {
-	return r.idx > p.idx && r.table == p.table && bytes.Compare(p.key, r.lo) >= 0 && (r.hi == nil || bytes.Compare(p.key, r.hi) < 0)
+	return r.idx > p.idx && r.contains(p.table, p.key)
+}
+
+// contains reports whether the range deletes key of table.
+func (r rangeDel) contains(table store.Table, key []byte) bool {
+	return r.table == table && bytes.Compare(key, r.lo) >= 0 && (r.hi == nil || bytes.Compare(key, r.hi) < 0)
 }
 
 // seqRows are the rows a Txn appends to one sequence, in order.
@@ -318,7 +323,7 @@ func writes(points []point, ranges []rangeDel, table store.Table, key []byte) bo
 		return true
 	}
 	for _, r := range ranges {
-		if r.table == table && bytes.Compare(key, r.lo) >= 0 && (r.hi == nil || bytes.Compare(key, r.hi) < 0) {
+		if r.contains(table, key) {
 			return true
 		}
 	}
