@@ -17,28 +17,17 @@ import (
 // values are 40 bytes. It reports commits/s and rows/s over all
 // committers; b.N is the number of commits.
 func BenchCommits(b *testing.B, s store.Store, committers, rows int) {
-	lease, err := s.CreateLease(b.Context(), 1<<62)
-	if err != nil {
-		b.Fatal(err)
-	}
-	value := []byte(strings.Repeat("v", 40))
-	const table store.Table = "bench"
-	Concurrently(b, committers, func(c int, n int64) error {
-		txn := store.NewTxn(lease)
-		for r := range rows {
-			txn.Put(table, fmt.Appendf(nil, "c%02d-%012d-%04d", c, n, r), value)
-		}
-		return s.Commit(b.Context(), txn)
-	})
-	sec := b.Elapsed().Seconds()
-	b.ReportMetric(float64(b.N)/sec, "commits/s")
-	b.ReportMetric(float64(b.N*rows)/sec, "rows/s")
+	benchCommits(b, s, committers, rows, false)
 }
 
 // BenchCheckedCommits is BenchCommits with each commit guarded as an
 // epoch commit is: it checks its committer's guard row (absent at first,
 // then the value its previous commit wrote) and writes the next value.
 func BenchCheckedCommits(b *testing.B, s store.Store, committers, rows int) {
+	benchCommits(b, s, committers, rows, true)
+}
+
+func benchCommits(b *testing.B, s store.Store, committers, rows int, checked bool) {
 	lease, err := s.CreateLease(b.Context(), 1<<62)
 	if err != nil {
 		b.Fatal(err)
@@ -48,14 +37,17 @@ func BenchCheckedCommits(b *testing.B, s store.Store, committers, rows int) {
 	prev := make([][]byte, committers)
 	Concurrently(b, committers, func(c int, n int64) error {
 		txn := store.NewTxn(lease)
-		guard := fmt.Appendf(nil, "guard-%02d", c)
-		if prev[c] == nil {
-			txn.CheckAbsent(table, guard)
-		} else {
-			txn.CheckValue(table, guard, prev[c])
+		var next []byte
+		if checked {
+			guard := fmt.Appendf(nil, "guard-%02d", c)
+			if prev[c] == nil {
+				txn.CheckAbsent(table, guard)
+			} else {
+				txn.CheckValue(table, guard, prev[c])
+			}
+			next = fmt.Appendf(nil, "%d", n)
+			txn.Put(table, guard, next)
 		}
-		next := fmt.Appendf(nil, "%d", n)
-		txn.Put(table, guard, next)
 		for r := range rows {
 			txn.Put(table, fmt.Appendf(nil, "c%02d-%012d-%04d", c, n, r), value)
 		}
