@@ -3,7 +3,6 @@ package clickhouse_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,12 +59,7 @@ func TestWeirRunServerDown(t *testing.T) {
 	srv := chserver.Shared(t)
 	bin := buildWeir(t)
 	table := replicated(t, srv)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := ln.Addr().String()
-	ln.Close() // nothing listens there now
+	down := unusedAddr(t) // nothing listens there now
 	dir := t.TempDir()
 	// A job counts as healthy once it ran job_restart_backoff_max without
 	// failing: 2s is longer than a restarted job takes to fail again.

@@ -7,7 +7,6 @@ package clickhouse_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,12 +118,7 @@ func TestAtMostOnceQueueDropsReported(t *testing.T) {
 // counted (metric reason abandoned_at_close, the computation's dropped
 // outputs) and logged with the count, not lost silently.
 func TestAtMostOnceQueueAbandonedAtClose(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // refused from now on
+	addr := unusedAddr(t) // refused from now on
 	sp := withSinkID(sinkParams(addr, "t", nil), "amo-abandoned")
 	sp.AtMostOnce = &connector.AtMostOnceStrategy{Enabled: true, TotalQueueBytesLimit: 1 << 20, SuspendDestructionDuration: 200 * time.Millisecond}
 	s, err := clickhouse.NewAtMostOnceSink(sp, clickhouse.Options{})
@@ -231,12 +225,7 @@ func withTail(t testing.TB, s string) string {
 // and gives the queue up; by the time Run returns (and weir run prints its
 // summary) every queued message must be counted as dropped.
 func TestAtMostOnceQueueHardStopReported(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // refused from now on
+	addr := unusedAddr(t) // refused from now on
 	rows, _ := events(60, 5, 9)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
