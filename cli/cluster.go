@@ -395,9 +395,7 @@ func (a *clusterAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]any{"active": true, "term": act.Leadership.Term(),
 			"pipeline": act.Engine.Status(), "workers": act.Pool.Status()})
 	case r.URL.Path == "/console/data" && r.Method == http.MethodGet:
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		json.NewEncoder(w).Encode(a.console.data(r.Context(), parseWindow(r.URL.Query().Get("window"))))
+		a.console.serveData(w, r)
 	case r.URL.Path == "/drain" && r.Method == http.MethodPost:
 		if a.sec.Token == "" {
 			// Without a token anything on this machine, a web page in a

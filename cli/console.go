@@ -1051,10 +1051,15 @@ func (c *console) routes(mux *http.ServeMux) {
 			consolePage(w, req)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		json.NewEncoder(w).Encode(c.data(req.Context(), parseWindow(req.URL.Query().Get("window"))))
+		c.serveData(w, req)
 	})
+}
+
+// serveData answers GET /console/data (?window=…): the page's snapshot.
+func (c *console) serveData(w http.ResponseWriter, req *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(c.data(req.Context(), parseWindow(req.URL.Query().Get("window"))))
 }
 
 // consolePage serves the page (GET /) and its assets (GET /console/…).
