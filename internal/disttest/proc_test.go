@@ -47,7 +47,13 @@ func (l *lockedBuffer) String() string {
 // output is logged if the test failed.
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(weirBin, args...), out: &lockedBuffer{}, done: make(chan struct{})}
+	return startBin(t, weirBin, name, args...)
+}
+
+// startBin is start with another weir binary (a baseline's, for figures).
+func startBin(t *testing.T, bin, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &lockedBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
