@@ -135,6 +135,16 @@ func (n *Node) channel(k channelKey) *channel {
 
 func (c *channel) stop() { c.once.Do(func() { close(c.quit) }) }
 
+// stopped reports whether the channel was stopped.
+func (c *channel) stopped() bool {
+	select {
+	case <-c.quit:
+		return true
+	default:
+		return false
+	}
+}
+
 // resolve returns the channel's target and the change signal to wait on.
 func (c *channel) resolve() (target, bool, <-chan struct{}) {
 	n := c.n
@@ -215,31 +225,45 @@ func (c *channel) next(att transport.Receiver, t target, end <-chan byte) ([]tra
 
 // deliverLocal hands the box's messages to a receiving life on this node.
 // It returns when the target changes (replyRetry) or the sender is fenced.
+// Each fetched batch is admitted once (Node.admit) and offered message by
+// message under the admission's sender token; a full mailbox waits for
+// room and admits again.
 func (c *channel) deliverLocal(att transport.Receiver, t target) byte {
 	ack := c.acks.add
+	box := mailbox(c.key.to, t.lease)
+	// A life that ends while a batch is offered has its mailbox dropped
+	// (JobEnded); an offer after the drop makes a new, orphaned one, which
+	// this drops again.
+	defer func() {
+		if !c.n.runsHere(c.key.to, t.lease) {
+			c.n.in.Drop(box)
+		}
+	}()
 	for {
 		ds, changed, code := c.next(att, t, nil)
 		if ds == nil {
 			return code
 		}
-		for _, d := range ds {
-			for {
-				code, room, _ := c.n.deliver(c.key.from, c.key.fromLease, c.key.to, t.lease, d.Msg, tables.MessageSize(d.Msg), ack, d.MaybeDuplicate, d.Ordered)
-				if code == replyAck {
-					break
+		for len(ds) > 0 {
+			reg, code, _ := c.n.admit(c.key.from, c.key.fromLease, c.key.to, t.lease, ds[0].Ordered)
+			if code != replyAck {
+				return code
+			}
+			for len(ds) > 0 && c.n.in.Offer(reg.tok, box, ds[0].Msg, tables.MessageSize(ds[0].Msg), ack, ds[0].MaybeDuplicate) {
+				ds = ds[1:]
+			}
+			if len(ds) == 0 {
+				break
+			}
+			select {
+			case <-c.quit:
+				return stopped
+			case <-changed:
+				if !c.current(t) {
+					return replyRetry
 				}
-				if code == replyFenced || room == nil {
-					return code
-				}
-				select {
-				case <-c.quit:
-					return stopped
-				case <-changed:
-					if !c.current(t) {
-						return replyRetry
-					}
-				case <-room:
-				}
+				_, _, changed = c.resolve()
+			case <-c.n.in.Ready(box):
 			}
 		}
 	}

@@ -232,26 +232,46 @@ func (n *Node) knownLeaseLocked(p transport.PartitionID) store.LeaseID {
 }
 
 // deliver offers a message of channel from(fromLease) → to(toLease) into
-// to's mailbox here. It returns replyAck when the mailbox took it (ack
-// runs once the receiving job acknowledges it), replyRetry when the
-// mailbox is full (wait on room) or the life is unknown here, and
-// replyFenced when the sending life is superseded.
-func (n *Node) deliver(from transport.PartitionID, fromLease store.LeaseID, to transport.PartitionID, toLease store.LeaseID,
+// to's mailbox here, box (mailbox(to, toLease), named once by the caller:
+// formatting it per message cost 5% of a worker's CPU). It returns
+// replyAck when the mailbox took it (ack runs once the receiving job
+// acknowledges it), replyRetry when the mailbox is full (wait on room) or
+// the life is unknown here, and replyFenced when the sending life is
+// superseded.
+func (n *Node) deliver(from transport.PartitionID, fromLease store.LeaseID, to transport.PartitionID, toLease store.LeaseID, box transport.PartitionID,
 	msg *weir.Message, size int, ack transport.AckFunc, maybeDup, ordered bool) (code byte, room <-chan struct{}, reason string) {
+	reg, code, reason := n.admit(from, fromLease, to, toLease, ordered)
+	if code != replyAck {
+		return code, nil, reason
+	}
+	if !n.in.Offer(reg.tok, box, msg, size, ack, maybeDup) {
+		return replyRetry, n.in.Ready(box), ""
+	}
+	return replyAck, nil, ""
+}
+
+// admit checks that the channel from(fromLease) → to(toLease) may offer
+// into to's mailbox here — the receiving life runs here and the sending
+// life is the newest known of its partition — and returns the in hub's
+// sender registration to offer under (replyAck), or replyRetry or
+// replyFenced with the reason. Offers after it under reg.tok are fenced
+// by the in hub once a newer life of from registers, so a batch of offers
+// may share one admission.
+func (n *Node) admit(from transport.PartitionID, fromLease store.LeaseID, to transport.PartitionID, toLease store.LeaseID, ordered bool) (senderReg, byte, string) {
 	n.mu.Lock()
 	if n.local[to] != toLease {
 		n.mu.Unlock()
-		return replyRetry, nil, fmt.Sprintf("%s#%d does not run here", to, toLease)
+		return senderReg{}, replyRetry, fmt.Sprintf("%s#%d does not run here", to, toLease)
 	}
 	known := n.knownLeaseLocked(from)
 	switch {
 	case fromLease < known:
 		n.stats.Fenced++
 		n.mu.Unlock()
-		return replyFenced, nil, fmt.Sprintf("%s#%d is superseded by lease %d", from, fromLease, known)
+		return senderReg{}, replyFenced, fmt.Sprintf("%s#%d is superseded by lease %d", from, fromLease, known)
 	case fromLease > known:
 		n.mu.Unlock()
-		return replyRetry, nil, fmt.Sprintf("lease %d of %s is not known here yet", fromLease, from)
+		return senderReg{}, replyRetry, fmt.Sprintf("lease %d of %s is not known here yet", fromLease, from)
 	}
 	reg, ok := n.senders[from]
 	n.mu.Unlock()
@@ -259,13 +279,16 @@ func (n *Node) deliver(from transport.PartitionID, fromLease store.LeaseID, to t
 		reg = n.register(from, fromLease, ordered)
 	}
 	if reg.lease != fromLease {
-		return replyFenced, nil, fmt.Sprintf("%s#%d is superseded by lease %d", from, fromLease, reg.lease)
+		return senderReg{}, replyFenced, fmt.Sprintf("%s#%d is superseded by lease %d", from, fromLease, reg.lease)
 	}
-	box := mailbox(to, toLease)
-	if !n.in.Offer(reg.tok, box, msg, size, ack, maybeDup) {
-		return replyRetry, n.in.Ready(box), ""
-	}
-	return replyAck, nil, ""
+	return reg, replyAck, ""
+}
+
+// runsHere reports whether the life of p with lease runs here.
+func (n *Node) runsHere(p transport.PartitionID, lease store.LeaseID) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.local[p] == lease
 }
 
 // register makes lease the sender of partition from in the in hub (unless
@@ -287,7 +310,7 @@ func (n *Node) register(from transport.PartitionID, lease store.LeaseID, ordered
 
 // Endpoint returns the transport of one job: partition p's life with lease.
 func (n *Node) Endpoint(p transport.PartitionID, lease store.LeaseID) *Endpoint {
-	return &Endpoint{n: n, part: p, lease: lease}
+	return &Endpoint{n: n, part: p, lease: lease, chans: map[transport.PartitionID]*channel{}}
 }
 
 // Endpoint is one job's view of the node (job.Transport): it offers as its
@@ -297,6 +320,26 @@ type Endpoint struct {
 	n     *Node
 	part  transport.PartitionID
 	lease store.LeaseID
+
+	// chans are this life's channels by receiving partition: looked up
+	// here at every offer rather than in the node's table (under the
+	// node's lock, shared by every job of the worker). A life's channels
+	// stop only when it ended (JobEnded) or the node closed.
+	mu    sync.Mutex
+	chans map[transport.PartitionID]*channel
+}
+
+// channel returns the life's channel to p (nil once the node is closed).
+func (e *Endpoint) channel(p transport.PartitionID) *channel {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.chans[p]
+	if c == nil || c.stopped() {
+		if c = e.n.channel(channelKey{from: e.part, fromLease: e.lease, to: p}); c != nil {
+			e.chans[p] = c
+		}
+	}
+	return c
 }
 
 // RegisterSender fences earlier lives of the partition on this node; the
@@ -308,7 +351,7 @@ func (e *Endpoint) RegisterSender(p transport.PartitionID, ordered bool) transpo
 // Offer queues msg on the channel to partition p; false when the channel's
 // unacknowledged bytes reached its bound (backpressure, see Ready).
 func (e *Endpoint) Offer(from transport.SenderToken, p transport.PartitionID, msg *weir.Message, size int, ack transport.AckFunc, maybeDup bool) bool {
-	c := e.n.channel(channelKey{from: e.part, fromLease: e.lease, to: p})
+	c := e.channel(p)
 	if c == nil {
 		return true // the node is closed: dropped, never acknowledged
 	}
@@ -317,6 +360,9 @@ func (e *Endpoint) Offer(from transport.SenderToken, p transport.PartitionID, ms
 
 // Ready is signalled when the channel to p gains room.
 func (e *Endpoint) Ready(p transport.PartitionID) <-chan struct{} {
+	if c := e.channel(p); c != nil {
+		return e.n.out.Ready(c.box)
+	}
 	return e.n.out.Ready(channelBox(channelKey{from: e.part, fromLease: e.lease, to: p}))
 }
 

@@ -164,6 +164,8 @@ type inChannel struct {
 	seq     uint64
 	cur     *inStream // nil between streams
 	pending []msgid.ID
+	// box is the receiving life's mailbox, mailbox(k.to, k.toLease).
+	box transport.PartitionID
 }
 
 // inStream is one push stream's hold on its channel.
@@ -188,7 +190,7 @@ func (n *Node) claim(k inKey, st *inStream) (*inChannel, string) {
 			n.mu.Unlock()
 			return nil, fmt.Sprintf("%s#%d does not run here", k.to, k.toLease)
 		}
-		ic = &inChannel{}
+		ic = &inChannel{box: mailbox(k.to, k.toLease)}
 		n.inChannels[k] = ic
 	}
 	n.mu.Unlock()
@@ -241,7 +243,7 @@ func (ic *inChannel) deliver(n *Node, st *inStream, k inKey, m pushed) (code byt
 	if ic.cur != st {
 		return superseded, nil, "superseded by a newer stream of the channel"
 	}
-	return n.deliver(k.from, k.fromLease, k.to, k.toLease, m.Msg, m.Size, ic.ack, m.MaybeDup, m.Ordered)
+	return n.deliver(k.from, k.fromLease, k.to, k.toLease, ic.box, m.Msg, m.Size, ic.ack, m.MaybeDup, m.Ordered)
 }
 
 // forgetInLocked drops the receiving sides of channels matching drop (their
