@@ -32,7 +32,9 @@ const maxTxnBytes = 1 << 30
 //  4. evaluate the checks against the committed data (store.ErrConflict);
 //  5. lock the sequences the Txn appends to (in key order), give the
 //     appended rows their indexes and timestamps;
-//  6. write the batch with pebbledb.Sync and release everything.
+//  6. write the batch with pebbledb.Sync; release checkMu and the
+//     sequences as soon as it is visible (before its WAL sync returns: see
+//     Commit's visible), the leases once the sync has returned.
 //
 // Invariant: a lease's barrier is read-held from the moment its state was
 // checked until the write has returned, and AbortLease / expiry take it for
@@ -65,14 +67,20 @@ func (s *Store) Commit(ctx context.Context, txn *store.Txn) error {
 	}
 	defer s.exit()
 
+	// checkMu and the sequences are released as soon as the batch is
+	// visible, before its WAL sync returns (see visible below); the lease
+	// barriers stay held until the commit has returned.
+	unlockCheck := func() {}
 	switch {
 	case len(txn.Checks()) > 0:
 		s.checkMu.Lock()
-		defer s.checkMu.Unlock()
+		unlockCheck = s.checkMu.Unlock
 	case len(txn.Mutations()) > 0:
 		s.checkMu.RLock()
-		defer s.checkMu.RUnlock()
+		unlockCheck = s.checkMu.RUnlock
 	}
+	unlockCheck = onlyOnce(unlockCheck)
+	defer unlockCheck()
 	release, err := s.leases.hold(s.clock, txn.Prerequisites(), s.brokenCh)
 	if err != nil {
 		return err
@@ -95,7 +103,17 @@ func (s *Store) Commit(ctx context.Context, txn *store.Txn) error {
 	if err != nil {
 		return err
 	}
+	unlockSeqs = onlyOnce(unlockSeqs)
 	defer unlockSeqs()
+	// visible runs once the batch is applied and visible to every reader
+	// and commit, before its WAL sync has returned: a later commit may then
+	// check it and append after it. That is safe because the WAL is written
+	// in commit order (a later commit's sync makes this one durable too) and
+	// because a failed sync breaks the Store (markBroken): no later commit
+	// is reported durable after a lost one. Holding checkMu through the sync
+	// serialized every checked commit on its own fsync (one fsync per epoch
+	// of every job, instead of one shared by concurrent commits).
+	visible := func() { unlockSeqs(); unlockCheck() }
 	b := s.db.NewBatch()
 	defer b.Close()
 	for _, m := range txn.Mutations() {
@@ -130,13 +148,25 @@ func (s *Store) Commit(ctx context.Context, txn *store.Txn) error {
 			undo()
 			return fmt.Errorf("pebble store: commit: append: %w", err)
 		}
-		if err := s.apply(b); err != nil {
+		if err := s.applyThen(b, visible); err != nil {
 			undo() // the Store is broken now; keep the tails honest anyway
 			return err
 		}
 		return nil
 	}
-	return s.apply(b)
+	return s.applyThen(b, visible)
+}
+
+// onlyOnce returns a function that calls f the first time it is called and
+// does nothing after.
+func onlyOnce(f func()) func() {
+	done := false
+	return func() {
+		if !done {
+			done = true
+			f()
+		}
+	}
 }
 
 // evalChecks fails with store.ErrConflict at the first check that does not
@@ -167,7 +197,14 @@ func (s *Store) evalChecks(checks []store.Check) error {
 // Pebble reports a failed batch commit by calling Logger.Fatalf from inside
 // DB.Apply; pebbleLogger.Fatalf panics with a fatalPanic, recovered here. No
 // Pebble lock is held at that point (the commit pipeline has returned).
-func (s *Store) apply(b *pebbledb.Batch) (err error) {
+func (s *Store) apply(b *pebbledb.Batch) error { return s.applyThen(b, nil) }
+
+// applyThen is apply that calls visible (if not nil) as soon as b is
+// visible, before waiting for its WAL sync (pebbledb.DB.ApplyNoSyncWait).
+// A failure of the sync is reported like any failed commit: ambiguous, and
+// the Store broken. visible is not called if the batch never became
+// visible.
+func (s *Store) applyThen(b *pebbledb.Batch, visible func()) (err error) {
 	if s.readOnly {
 		return fmt.Errorf("pebble store: %s is open read-only", s.dir)
 	}
@@ -202,7 +239,14 @@ func (s *Store) apply(b *pebbledb.Batch) (err error) {
 		}
 		s.marks.done(n)
 	}()
-	return s.db.Apply(b, pebbledb.Sync)
+	if visible == nil {
+		return s.db.Apply(b, pebbledb.Sync)
+	}
+	if err := s.db.ApplyNoSyncWait(b, pebbledb.Sync); err != nil {
+		return err
+	}
+	visible()
+	return b.SyncWait()
 }
 
 // encodedSize estimates the size of txn's Pebble batch from above.
