@@ -191,6 +191,7 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 
 	// 7–9. Dedup ids, outputs, timers.
 	txn := store.NewTxn(j.cfg.Lease)
+	txn.Grow(j.lastTxnLen)
 	j.inputs.register(txn)
 	outs, lineage, err := j.materialize(d.TS, emits)
 	if err != nil {
@@ -231,6 +232,7 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 		return nil, err
 	}
 	j.ext.sync(txn)
+	j.lastTxnLen = txn.Len()
 	d.Txn = txn
 	d.Commit = !j.comp.Swift() || !txn.Empty() || j.tx.probeDue()
 	return d, nil

@@ -77,17 +77,20 @@ type Job struct {
 	st      store.Store
 	outputs map[string]bool
 
-	tx     *txManager
-	inputs *inputStore
-	states *stateManager
-	ext    *externalStates
-	timers *timerStore
-	box    *outbox
-	recv   transport.Receiver
-	sinks  []*sinkInstance
-	src    *sourceReader
-	swift  *swiftTracker
-	routes map[string][]*plan.CompPlan // output stream → receiving computations
+	tx *txManager
+	// lastTxnLen is the previous epoch's number of mutations: the next
+	// epoch's transaction is sized for as many.
+	lastTxnLen int
+	inputs     *inputStore
+	states     *stateManager
+	ext        *externalStates
+	timers     *timerStore
+	box        *outbox
+	recv       transport.Receiver
+	sinks      []*sinkInstance
+	src        *sourceReader
+	swift      *swiftTracker
+	routes     map[string][]*plan.CompPlan // output stream → receiving computations
 	// partitionIDs caches the partition ids of receiving computations.
 	partitionIDs map[string][]transport.PartitionID
 	// sinksOf lists the sinks reading each output stream.
