@@ -128,6 +128,10 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "weir"
 	}
+	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		registerFastArrays(c.TypeMap())
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: %w", err)
