@@ -28,7 +28,9 @@ import (
 //
 // WEIR_DIST_BASELINE=BIN runs every setup with another weir binary too
 // (built from the commit before a change), alternating which binary goes
-// first from round to round; medians of WEIR_DIST_ROUNDS rounds (default
+// first from round to round; WEIR_DIST_BIN=BIN runs BIN instead of the
+// work tree's build (a change alone, built from a tree without others'
+// work in progress); medians of WEIR_DIST_ROUNDS rounds (default
 // 3) of WEIR_DIST_EVENTS events (default 200,000). WEIR_DIST_PROFILE=DIR
 // writes the worker's CPU profile (weir worker --cpuprofile) of each run
 // there. Behind WEIR_DIST_FIGURES=1:
@@ -39,6 +41,9 @@ func TestCPUFigures(t *testing.T) {
 	events := envInt(t, "WEIR_DIST_EVENTS", 200000)
 	rounds := envInt(t, "WEIR_DIST_ROUNDS", 3)
 	bins := []string{weirBin}
+	if b := os.Getenv("WEIR_DIST_BIN"); b != "" {
+		bins[0] = b
+	}
 	if b := os.Getenv("WEIR_DIST_BASELINE"); b != "" {
 		bins = append(bins, b)
 	}
