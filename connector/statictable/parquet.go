@@ -34,15 +34,80 @@ import (
 // its annotation (logical type, else converted type): the table in the
 // package documentation ("Parquet values") is the mapping, colConvOf
 // implements it.
+//
+// Rows are read column by column: Next reads the chunk's values of each
+// column (page by page, no row assembly) and then builds the chunk's rows
+// from them, so a row costs its map and its values, not parquet-go's
+// row-major reassembly.
 type parquetReader struct {
 	pf     *pq.File
 	names  []string
 	conv   []colConv
 	starts []int64 // starts[i]: first row of row group i; starts[len] = total
 
+	// rg is the current row group and row the next row of the table; cols
+	// (nil until the group is opened) read the group's columns, each at
+	// row.
 	rg   int
-	rows pq.Rows
-	buf  []pq.Row
+	row  int64
+	cols []columnReader
+	vals [][]pq.Value // per column, the values of the chunk being built
+}
+
+// columnReader reads one column chunk's values page by page. Values of
+// BYTE_ARRAY columns point into their page's buffers, so a page that is
+// read to its end is released (its buffers go back to parquet-go's pools)
+// only after the rows built from it hold copies: release.
+type columnReader struct {
+	pages  pq.Pages
+	page   pq.Page
+	values pq.ValueReader
+	spent  []pq.Page
+}
+
+// read fills buf with the next values, across pages; it returns io.EOF if
+// the chunk ends first.
+func (c *columnReader) read(buf []pq.Value) (int, error) {
+	n := 0
+	for n < len(buf) {
+		if c.values == nil {
+			p, err := c.pages.ReadPage()
+			if err != nil {
+				return n, err
+			}
+			c.page, c.values = p, p.Values()
+		}
+		k, err := c.values.ReadValues(buf[n:])
+		n += k
+		switch {
+		case err == io.EOF:
+			c.spent = append(c.spent, c.page)
+			c.page, c.values = nil, nil
+		case err != nil:
+			return n, err
+		case k == 0:
+			return n, io.ErrNoProgress
+		}
+	}
+	return n, nil
+}
+
+// release releases the pages read to their end.
+func (c *columnReader) release() {
+	for i, p := range c.spent {
+		pq.Release(p)
+		c.spent[i] = nil
+	}
+	c.spent = c.spent[:0]
+}
+
+func (c *columnReader) close() {
+	c.release()
+	if c.page != nil {
+		pq.Release(c.page)
+		c.page, c.values = nil, nil
+	}
+	c.pages.Close()
 }
 
 // colConv is how one column's values become weir values.
@@ -381,74 +446,88 @@ func (p *parquetReader) SeekRow(row int64) error {
 	if row < 0 || row > p.Rows() {
 		return fmt.Errorf("row %d is outside the table's %d rows", row, p.Rows())
 	}
-	if p.rows != nil {
-		p.rows.Close()
-		p.rows = nil
-	}
+	p.closeGroup()
 	p.rg = sort.Search(len(p.starts)-1, func(i int) bool { return p.starts[i+1] > row })
-	if p.rg == len(p.starts)-1 {
-		return nil // at the end
+	p.row = row
+	return nil
+}
+
+// openGroup opens the columns of row group p.rg at row p.row.
+func (p *parquetReader) openGroup() error {
+	chunks := p.pf.RowGroups()[p.rg].ColumnChunks()
+	if len(chunks) != len(p.names) {
+		return fmt.Errorf("%w: row group %d has %d columns, the schema %d", errMalformed, p.rg, len(chunks), len(p.names))
 	}
-	p.rows = p.pf.RowGroups()[p.rg].Rows()
-	if err := p.rows.SeekToRow(row - p.starts[p.rg]); err != nil {
-		return fmt.Errorf("%w: seek to row %d: %v", errMalformed, row, err)
+	p.cols = make([]columnReader, len(chunks))
+	for i, cc := range chunks {
+		p.cols[i].pages = cc.Pages()
+		if err := p.cols[i].pages.SeekToRow(p.row - p.starts[p.rg]); err != nil {
+			p.closeGroup()
+			return fmt.Errorf("%w: row group %d: seek to row %d: %v", errMalformed, p.rg, p.row, err)
+		}
 	}
 	return nil
 }
 
-func (p *parquetReader) Next(dst []weir.Row, sizes []int) (int, error) {
-	for {
-		if p.rg >= len(p.starts)-1 {
-			return 0, io.EOF
-		}
-		if p.rows == nil {
-			p.rows = p.pf.RowGroups()[p.rg].Rows()
-		}
-		if cap(p.buf) < len(dst) {
-			p.buf = make([]pq.Row, len(dst))
-		}
-		buf := p.buf[:len(dst)]
-		n, err := p.rows.ReadRows(buf)
-		for i := 0; i < n; i++ {
-			r, size, cerr := p.convert(buf[i])
-			if cerr != nil {
-				return i, fmt.Errorf("%w: row %d: %v", errMalformed, p.starts[p.rg]+int64(i), cerr)
-			}
-			dst[i], sizes[i] = r, size
-		}
-		if n > 0 {
-			return n, nil
-		}
-		if err != nil && err != io.EOF {
-			return 0, fmt.Errorf("%w: row group %d: %v", errMalformed, p.rg, err)
-		}
-		p.rows.Close()
-		p.rows = nil
-		p.rg++
+func (p *parquetReader) closeGroup() {
+	for i := range p.cols {
+		p.cols[i].close()
 	}
+	p.cols = nil
 }
 
-func (p *parquetReader) convert(row pq.Row) (weir.Row, int, error) {
-	r := make(weir.Row, len(p.names))
-	size := 1
-	for _, v := range row {
-		c := v.Column()
-		if c < 0 || c >= len(p.names) {
-			return nil, 0, fmt.Errorf("value of unknown column %d", c)
-		}
-		name := p.names[c]
-		if v.IsNull() {
-			r[name] = nil
-			continue
-		}
-		x, err := p.conv[c].value(v)
-		if err != nil {
-			return nil, 0, fmt.Errorf("column %q: %v", name, err)
-		}
-		r[name] = x
-		size += valueWeight(x)
+func (p *parquetReader) Next(dst []weir.Row, sizes []int) (int, error) {
+	for p.rg < len(p.starts)-1 && p.row >= p.starts[p.rg+1] {
+		p.closeGroup()
+		p.rg++
 	}
-	return r, size, nil
+	if p.rg >= len(p.starts)-1 || len(dst) == 0 {
+		return 0, io.EOF
+	}
+	if p.cols == nil {
+		if err := p.openGroup(); err != nil {
+			return 0, err
+		}
+	}
+	n := int(min(int64(len(dst)), p.starts[p.rg+1]-p.row))
+	if len(p.vals) != len(p.cols) {
+		p.vals = make([][]pq.Value, len(p.cols))
+	}
+	for c := range p.cols {
+		if cap(p.vals[c]) < n {
+			p.vals[c] = make([]pq.Value, n)
+		}
+		k, err := p.cols[c].read(p.vals[c][:n])
+		if k < n {
+			if err == nil || err == io.EOF {
+				err = fmt.Errorf("the column chunk ends after %d of the row group's %d rows", p.row-p.starts[p.rg]+int64(k), p.starts[p.rg+1]-p.starts[p.rg])
+			}
+			p.closeGroup()
+			return 0, fmt.Errorf("%w: row group %d: column %q: %v", errMalformed, p.rg, p.names[c], err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		dst[i], sizes[i] = make(weir.Row, len(p.names)), 1
+	}
+	for c, name := range p.names {
+		cv := p.conv[c]
+		for i, v := range p.vals[c][:n] {
+			if v.IsNull() {
+				dst[i][name] = nil
+				continue
+			}
+			x, err := cv.value(v)
+			if err != nil {
+				p.closeGroup()
+				return 0, fmt.Errorf("%w: row %d: column %q: %v", errMalformed, p.row+int64(i), name, err)
+			}
+			dst[i][name] = x
+			sizes[i] += valueWeight(x)
+		}
+		p.cols[c].release()
+	}
+	p.row += int64(n)
+	return n, nil
 }
 
 // value converts a non-null value of the column.
@@ -589,10 +668,7 @@ func signedDigits(x int64) (neg bool, digits string) {
 }
 
 func (p *parquetReader) Close() error {
-	if p.rows != nil {
-		p.rows.Close()
-		p.rows = nil
-	}
+	p.closeGroup()
 	return nil
 }
 
