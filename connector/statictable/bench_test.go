@@ -9,6 +9,7 @@ package statictable
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -245,5 +246,64 @@ func BenchmarkParquetWrite(b *testing.B) {
 			}
 		}
 		b.ReportMetric(total*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	})
+}
+
+// BenchmarkTableCodec: the connectors' own per-row work, without store,
+// files or engine — the Parquet reader building rows from a table of the
+// bench's events (four columns, zstd), and writeParquet writing a
+// table of {key, count} rows from messages (the static-table example's
+// output). Run with -benchmem: allocations per row are a figure a noisy
+// machine does not blur.
+func BenchmarkTableCodec(b *testing.B) {
+	const n = 100_000
+	type event struct {
+		Key  string `parquet:"key"`
+		Page string `parquet:"page"`
+		Ms   int64  `parquet:"ms"`
+		Ref  string `parquet:"ref"`
+	}
+	b.Run("read", func(b *testing.B) {
+		path := filepath.Join(b.TempDir(), "t.parquet")
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := pq.NewGenericWriter[event](f, pq.Compression(&pq.Zstd))
+		rows := make([]event, n)
+		for i := range rows {
+			rows[i] = event{Key: fmt.Sprintf("user-%05d", i%10000), Page: fmt.Sprintf("/catalog/item/%d", i*7919%100000), Ms: 1_700_000_000_000 + int64(i), Ref: "campaign-x"}
+		}
+		if _, err := w.Write(rows); err != nil {
+			b.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			got, err := ScanTable(path, func([]weir.Row) error { return nil })
+			if err != nil || got != n {
+				b.Fatalf("%d rows, %v", got, err)
+			}
+		}
+		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	})
+	b.Run("write", func(b *testing.B) {
+		rows := make([]*pending, n)
+		for i := range rows {
+			rows[i] = &pending{msg: &weir.Message{ID: msgid.Ordered(1, "counts", uint64(i)),
+				Payload: weir.Row{"key": fmt.Sprintf("user-%05d", i%10000), "count": int64(i / 10000)}}}
+		}
+		cols := []Column{{Name: "count", Type: ColInt64}, {Name: "key", Type: ColString}}
+		codec, _ := parquetCodec("snappy")
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if err := writeParquet(io.Discard, cols, codec, rows, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 	})
 }
