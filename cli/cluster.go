@@ -363,6 +363,45 @@ func (a *clusterAdmin) newConsole(sp *spec.Pipeline) *console {
 		}})
 }
 
+// status is GET /status. A standby answers {"active": false, "leader",
+// "highest_term"}. A controller that led asks its store first
+// (Leadership.Check): if its lease is over or another controller's row
+// replaced its own, it answers {"active": false, "deposed": true, "term":
+// its old term, "highest_term", "leader"} — and stops acting — even while
+// its engine is still winding down; otherwise {"active": true, "term",
+// "highest_term", "pipeline", "workers"}. If the store cannot be read the
+// leadership's own view (bounded by the lease timeout on its own clock)
+// answers, with "store_error".
+func (a *clusterAdmin) status(ctx context.Context, act *cluster.Active) map[string]any {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if act == nil {
+		out := map[string]any{"active": false}
+		rec, ok, err := cluster.ReadLeader(ctx, a.st)
+		if err != nil {
+			out["store_error"] = err.Error()
+		}
+		if ok {
+			out["leader"], out["highest_term"] = rec, uint64(rec.Lease)
+		}
+		return out
+	}
+	held, highest, err := act.Leadership.Check(ctx)
+	out := map[string]any{"active": held, "term": act.Leadership.Term(), "highest_term": highest}
+	if err != nil {
+		out["store_error"] = err.Error()
+	}
+	if !held {
+		out["deposed"] = true
+		if rec, ok, err := cluster.ReadLeader(ctx, a.st); err == nil && ok {
+			out["leader"] = rec
+		}
+		return out
+	}
+	out["pipeline"], out["workers"] = act.Engine.Status(), act.Pool.Status()
+	return out
+}
+
 func (a *clusterAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a.sec.Token == "" && !loopbackOnly(w, r, a.port) {
 		// Without a token nothing but the address guards the API: it must
@@ -387,13 +426,7 @@ func (a *clusterAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/status" && r.Method == http.MethodGet:
 		w.Header().Set("Content-Type", "application/json")
-		if act == nil {
-			rec, _, _ := cluster.ReadLeader(r.Context(), a.st)
-			json.NewEncoder(w).Encode(map[string]any{"active": false, "leader": rec})
-			return
-		}
-		json.NewEncoder(w).Encode(map[string]any{"active": true, "term": act.Leadership.Term(),
-			"pipeline": act.Engine.Status(), "workers": act.Pool.Status()})
+		json.NewEncoder(w).Encode(a.status(r.Context(), act))
 	case r.URL.Path == "/console/data" && r.Method == http.MethodGet:
 		a.console.serveData(w, r)
 	case r.URL.Path == "/drain" && r.Method == http.MethodPost:

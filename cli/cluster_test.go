@@ -1,10 +1,20 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/weir-stream/weir/clock"
+	"github.com/weir-stream/weir/cluster"
+	"github.com/weir-stream/weir/connector/queue"
+	"github.com/weir-stream/weir/engine"
+	"github.com/weir-stream/weir/spec"
 	pstore "github.com/weir-stream/weir/store/pebble"
 	"github.com/weir-stream/weir/wire"
 )
@@ -52,5 +62,77 @@ func TestClusterAdminNeedsToken(t *testing.T) {
 	open.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/drain?worker=w1", nil))
 	if rec.Code != http.StatusForbidden {
 		t.Errorf("drain without a configured token: %d, want 403", rec.Code)
+	}
+}
+
+// TestControllerStatusDeposed: a controller whose leadership lease expired
+// in its store — cut off or frozen past it, a standby took over — answers
+// GET /status with "active": false, "deposed": true, its old term and the
+// highest term, although its engine has not stopped yet. Before, it kept
+// answering "active": true with its old term until its engine wound down
+// (up to 7.5 s after a partition healed, issue 27).
+func TestControllerStatusDeposed(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	st, err := pstore.Open(t.TempDir(), pstore.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	text, err := os.ReadFile(filepath.Join("..", "examples", "counter", "spec.yson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := spec.Parse(text, "counter.yson")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"events", "counts"} {
+		if _, err := queue.Create(ctx, st, q, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := cluster.Campaign(ctx, st, cluster.LeaderRecord{ID: "old"}, 5*time.Second, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := cluster.NewPool(cluster.PoolConfig{Store: st})
+	eng, err := engine.New(ctx, engine.Config{Spec: sp, Store: st, Classes: engine.DefaultClasses(), Connectors: engine.DefaultConnectors(), Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &clusterAdmin{sec: wire.Security{Token: "s3cret-s3cret-s3cret"}, st: st}
+	a.set(&cluster.Active{Engine: eng, Pool: pool, Leadership: l})
+	get := func() map[string]any {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodGet, "/status", nil)
+		req.Header.Set("Authorization", "Bearer s3cret-s3cret-s3cret")
+		rec := httptest.NewRecorder()
+		a.ServeHTTP(rec, req)
+		var out map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatalf("%d %s: %v", rec.Code, rec.Body, err)
+		}
+		return out
+	}
+	if s := get(); s["active"] != true || s["term"] != float64(l.Term()) || s["pipeline"] == nil {
+		t.Fatalf("the leader's status: %v", s)
+	}
+	clk.Advance(6 * time.Second) // its lease expires; a standby takes over
+	next, err := cluster.Campaign(ctx, st, cluster.LeaderRecord{ID: "new"}, 5*time.Second, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := get()
+	if s["active"] != false || s["deposed"] != true || s["term"] != float64(l.Term()) || s["highest_term"] != float64(next.Term()) {
+		t.Fatalf("the deposed controller's status: %v; want active false, deposed, term %d, highest_term %d", s, l.Term(), next.Term())
+	}
+	if s["pipeline"] != nil || s["workers"] != nil {
+		t.Fatalf("the deposed controller still reports its pipeline: %v", s)
+	}
+	select {
+	case <-l.Lost():
+	default:
+		t.Fatal("the deposed controller's leadership goes on")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/weir-stream/weir/store"
@@ -30,7 +31,10 @@ type Leadership struct {
 	st     store.Store
 	Record LeaderRecord
 	lost   chan struct{}
-	err    error
+	// once guards err and the close of lost: Keep and Check may both find
+	// the leadership over.
+	once sync.Once
+	err  error
 	// timeout is the lease's timeout, and renewed the local (monotonic)
 	// time at which the last successful ping — or the lease's creation —
 	// started: the store extended the lease by timeout at some moment
@@ -192,10 +196,49 @@ func (l *Leadership) Keep(ctx context.Context, period time.Duration) {
 	}
 }
 
-// step ends the leadership with err. Only Keep calls it, once.
+// step ends the leadership with err (the first call wins).
 func (l *Leadership) step(err error) {
-	l.err = err
-	close(l.lost)
+	l.once.Do(func() {
+		l.err = err
+		close(l.lost)
+	})
+}
+
+// Check asks the store whether this leadership still holds — its lease is
+// active by the store's clock and the leader row names it — and returns the
+// highest term the store knows of (this one's while it holds). A
+// leadership the store says is over ends now (Lost is closed, so the
+// controller stops acting) instead of at Keep's next ping: a controller
+// cut off from the store, or frozen, may come back after a standby took
+// over and must not present itself as the leader meanwhile (issue 27: a
+// healed controller answered "active" with its old term for up to 7.5 s).
+// A store error leaves the leadership as it is (Keep's own clock still
+// bounds it) and is returned.
+func (l *Leadership) Check(ctx context.Context) (held bool, highest uint64, err error) {
+	highest = l.Term()
+	rec, ok, err := ReadLeader(ctx, l.st)
+	if err != nil {
+		return l.Err() == nil, highest, err
+	}
+	if ok && uint64(rec.Lease) > highest {
+		highest = uint64(rec.Lease)
+	}
+	if l.Err() != nil {
+		return false, highest, nil
+	}
+	if ok && rec.Lease != l.Record.Lease {
+		l.step(fmt.Errorf("cluster: leadership lost: the leader row names %s (term %d)", rec.ID, rec.Lease))
+		return false, highest, nil
+	}
+	ls, err := l.st.LeaseState(ctx, l.Record.Lease)
+	if err != nil {
+		return l.Err() == nil, highest, err
+	}
+	if ls != store.LeaseActive {
+		l.step(fmt.Errorf("cluster: leadership lost: the store says its lease is %v", ls))
+		return false, highest, nil
+	}
+	return true, highest, nil
 }
 
 // Resign ends the leadership at once (a clean shutdown): a standby takes

@@ -180,3 +180,39 @@ func TestLeaderStepsDownOnItsOwnClock(t *testing.T) {
 		t.Fatal("the leader kept its leadership with no renewal for far longer than its lease timeout")
 	}
 }
+
+// TestCheckSeesDeposition: a leader whose lease expired in the store (no
+// ping reached it, and its own Keep has not run) learns from Check that it
+// no longer leads, and the highest term: the standby's, once it took over.
+// Check also ends the leadership (Lost is closed), so the controller stops
+// acting without waiting for Keep.
+func TestCheckSeesDeposition(t *testing.T) {
+	st, clk := testStore(t)
+	ctx := context.Background()
+	a, err := Campaign(ctx, st, LeaderRecord{ID: "a"}, 5*time.Second, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, highest, err := a.Check(ctx); err != nil || !held || highest != a.Term() {
+		t.Fatalf("a live leader: held %v, highest %d (own %d), %v", held, highest, a.Term(), err)
+	}
+	clk.Advance(6 * time.Second) // a's lease expires in the store
+	if held, highest, err := a.Check(ctx); err != nil || held || highest != a.Term() {
+		t.Fatalf("an expired leader: held %v, highest %d, %v", held, highest, err)
+	}
+	select {
+	case <-a.Lost():
+	default:
+		t.Fatal("Check found the lease expired but the leadership goes on")
+	}
+	b, err := Campaign(ctx, st, LeaderRecord{ID: "b"}, 5*time.Second, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, highest, err := a.Check(ctx); err != nil || held || highest != b.Term() {
+		t.Fatalf("the deposed leader: held %v, highest %d, want %d: %v", held, highest, b.Term(), err)
+	}
+	if held, highest, err := b.Check(ctx); err != nil || !held || highest != b.Term() {
+		t.Fatalf("the new leader: held %v, highest %d: %v", held, highest, err)
+	}
+}
