@@ -35,7 +35,11 @@ type PoolConfig struct {
 	// AliveTimeout is the controller's lost-worker timeout, for Status
 	// (default 3s).
 	AliveTimeout time.Duration
-	Logf         func(format string, args ...any)
+	// Baseline, if set, returns the counts of a worker's life that Board
+	// holds already (an earlier term heard them; cluster/counters.go): the
+	// pool adds only what the life counted beyond them.
+	Baseline func(worker string, incarnation uint64) map[string]board.Counters
+	Logf     func(format string, args ...any)
 }
 
 // Pool is the set of registered workers as the active controller sees them
@@ -413,6 +417,11 @@ func (w *RemoteWorker) syncOnce(ctx context.Context) {
 func (w *RemoteWorker) addCounters(rep *SyncReply) {
 	if w.countersInc != rep.Incarnation {
 		w.counters, w.countersInc = map[string]board.Counters{}, rep.Incarnation
+		if w.pool.cfg.Baseline != nil {
+			for comp, c := range w.pool.cfg.Baseline(w.id, rep.Incarnation) {
+				w.counters[comp] = c
+			}
+		}
 	}
 	for comp, c := range rep.Counters {
 		prev := w.counters[comp]
