@@ -79,6 +79,23 @@ func TestCPUFigures(t *testing.T) {
 				medianF(field(rs, func(r cpuRun) float64 { return r.dbUS })), rate/emb)
 		}
 	}
+	if len(bins) > 1 {
+		// The machine's load moves both binaries' figures from round to
+		// round; the ratio within a round, where they ran back to back,
+		// moves less.
+		for _, s := range setups {
+			a, b := runs[key{0, s}], runs[key{1, s}]
+			ratio := func(f func(cpuRun) float64) float64 {
+				rs := make([]float64, len(a))
+				for i := range a {
+					rs[i] = f(a[i]) / f(b[i])
+				}
+				return medianF(rs)
+			}
+			fmt.Fprintf(&tb, "%s, this / baseline, median of the rounds' ratios: events/s %.2f, weir process CPU %.2f, PostgreSQL CPU %.2f\n", s,
+				ratio(func(r cpuRun) float64 { return r.rate }), ratio(func(r cpuRun) float64 { return r.mainUS }), ratio(func(r cpuRun) float64 { return r.dbUS }))
+		}
+	}
 	t.Logf("medians of %d rounds of %d events (weir process: `weir run` embedded, the worker distributed):\n%s", rounds, events, tb.String())
 }
 
