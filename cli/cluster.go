@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
 	"github.com/weir-stream/weir/cluster"
@@ -219,8 +221,8 @@ func runController(o *Options, args []string) error {
 			"--lease-timeout of its loss. The active one runs FILE's pipeline on the\n"+
 			"registered workers ('weir worker'), replaces the jobs of lost workers and\n"+
 			"balances partitions when workers join or leave. Its admin API serves\n"+
-			"GET /status, POST /drain?worker=ID and the web console (GET /). Exits 0\n"+
-			"once the pipeline completed or stopped.")
+			"GET /status (lag included), GET /metrics (Prometheus), POST /drain?worker=ID\n"+
+			"and the web console (GET /). Exits 0 once the pipeline completed or stopped.")
 	storeAddr := fs.String("store", "", "PostgreSQL store URL (required)")
 	specPath := fs.String("spec", "", "pipeline spec file (required)")
 	id := fs.String("id", "", "controller name (default: host name and PID)")
@@ -258,7 +260,7 @@ func runController(o *Options, args []string) error {
 	if err != nil {
 		return err
 	}
-	a := &clusterAdmin{sec: sec, st: st}
+	a := newClusterAdmin(sec, st, sp)
 	a.console = a.newConsole(sp)
 	defer a.console.stop()
 	ln, err := net.Listen("tcp", *admin)
@@ -313,8 +315,8 @@ func runController(o *Options, args []string) error {
 	}
 }
 
-// clusterAdmin is the controller's admin API: GET /status, POST /drain,
-// and the web console (console.go: GET / and /console/data). With a token
+// clusterAdmin is the controller's admin API: GET /status, GET /metrics,
+// POST /drain, and the web console (console.go: GET / and /console/data). With a token
 // (required beyond loopback) every request needs it (Authorization:
 // Bearer), checked in constant time, except the console's page and assets,
 // which hold no data (the page sends the token, from its URL fragment,
@@ -325,9 +327,19 @@ type clusterAdmin struct {
 	st      store.Store
 	console *console
 	port    string // the admin API's listening port (loopbackOnly)
+	metrics http.Handler
+	spec    *spec.Pipeline
 
 	mu     sync.Mutex
 	active *cluster.Active
+}
+
+func newClusterAdmin(sec wire.Security, st store.Store, sp *spec.Pipeline) *clusterAdmin {
+	a := &clusterAdmin{sec: sec, st: st, spec: sp}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(controllerCollector{a})
+	a.metrics = promhttp.HandlerFor(prometheus.Gatherers{reg, prometheus.DefaultGatherer}, promhttp.HandlerOpts{})
+	return a
 }
 
 func (a *clusterAdmin) set(act *cluster.Active) {
@@ -369,9 +381,9 @@ func (a *clusterAdmin) newConsole(sp *spec.Pipeline) *console {
 // replaced its own, it answers {"active": false, "deposed": true, "term":
 // its old term, "highest_term", "leader"} — and stops acting — even while
 // its engine is still winding down; otherwise {"active": true, "term",
-// "highest_term", "pipeline", "workers"}. If the store cannot be read the
-// leadership's own view (bounded by the lease timeout on its own clock)
-// answers, with "store_error".
+// "highest_term", "pipeline", "workers", "lag" (pipelineLag)}. If the
+// store cannot be read the leadership's own view (bounded by the lease
+// timeout on its own clock) answers, with "store_error".
 func (a *clusterAdmin) status(ctx context.Context, act *cluster.Active) map[string]any {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -399,6 +411,7 @@ func (a *clusterAdmin) status(ctx context.Context, act *cluster.Active) map[stri
 		return out
 	}
 	out["pipeline"], out["workers"] = act.Engine.Status(), act.Pool.Status()
+	out["lag"] = lagOf(ctx, a.st, a.spec, act.Engine.Board())
 	return out
 }
 
@@ -427,6 +440,8 @@ func (a *clusterAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/status" && r.Method == http.MethodGet:
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(a.status(r.Context(), act))
+	case r.URL.Path == "/metrics" && r.Method == http.MethodGet:
+		a.metrics.ServeHTTP(w, r)
 	case r.URL.Path == "/console/data" && r.Method == http.MethodGet:
 		a.console.serveData(w, r)
 	case r.URL.Path == "/drain" && r.Method == http.MethodPost:
@@ -452,5 +467,41 @@ func (a *clusterAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "draining")
 	default:
 		http.Error(w, "not found", http.StatusNotFound)
+	}
+}
+
+var (
+	descControllerActive = prometheus.NewDesc("weir_controller_active", "1 while this controller leads (its store says its leadership holds), 0 while it stands by or was deposed.", nil, nil)
+	descControllerTerm   = prometheus.NewDesc("weir_controller_term", "The highest controller term this controller knows of: its own while it leads.", nil, nil)
+)
+
+// controllerCollector is GET /metrics of weir controller: whether it leads
+// and the highest term, and, from the active controller only, its engine's
+// metrics (engine.Collector) — the pipeline's counters summed over the
+// workers' heartbeats and carried across terms (cluster/counters.go), so a
+// failover does not reset them. A standby exports no pipeline series: a
+// scrape of every controller sums to the active one's.
+type controllerCollector struct{ a *clusterAdmin }
+
+// Describe sends nothing: the collector is unchecked (the engine's series
+// exist only while this controller leads).
+func (controllerCollector) Describe(chan<- *prometheus.Desc) {}
+
+func (c controllerCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c.a.mu.Lock()
+	act := c.a.active
+	c.a.mu.Unlock()
+	active, term := false, uint64(0)
+	if act != nil {
+		active, term, _ = act.Leadership.Check(ctx)
+	} else if rec, ok, err := cluster.ReadLeader(ctx, c.a.st); err == nil && ok {
+		term = uint64(rec.Lease)
+	}
+	ch <- prometheus.MustNewConstMetric(descControllerActive, prometheus.GaugeValue, map[bool]float64{true: 1}[active])
+	ch <- prometheus.MustNewConstMetric(descControllerTerm, prometheus.GaugeValue, float64(term))
+	if active {
+		act.Engine.Collector().Collect(ch)
 	}
 }

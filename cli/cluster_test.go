@@ -3,10 +3,13 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,22 +104,33 @@ func TestControllerStatusDeposed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &clusterAdmin{sec: wire.Security{Token: "s3cret-s3cret-s3cret"}, st: st}
+	a := newClusterAdmin(wire.Security{Token: "s3cret-s3cret-s3cret"}, st, sp)
 	a.set(&cluster.Active{Engine: eng, Pool: pool, Leadership: l})
-	get := func() map[string]any {
+	call := func(path string) *httptest.ResponseRecorder {
 		t.Helper()
-		req := httptest.NewRequest(http.MethodGet, "/status", nil)
+		req := httptest.NewRequest(http.MethodGet, path, nil)
 		req.Header.Set("Authorization", "Bearer s3cret-s3cret-s3cret")
 		rec := httptest.NewRecorder()
 		a.ServeHTTP(rec, req)
+		return rec
+	}
+	get := func() map[string]any {
+		t.Helper()
+		rec := call("/status")
 		var out map[string]any
 		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
 			t.Fatalf("%d %s: %v", rec.Code, rec.Body, err)
 		}
 		return out
 	}
-	if s := get(); s["active"] != true || s["term"] != float64(l.Term()) || s["pipeline"] == nil {
+	if s := get(); s["active"] != true || s["term"] != float64(l.Term()) || s["pipeline"] == nil || s["lag"] == nil {
 		t.Fatalf("the leader's status: %v", s)
+	}
+	m := call("/metrics").Body.String()
+	for _, want := range []string{"weir_controller_active 1\n", fmt.Sprintf("weir_controller_term %s\n", strconv.FormatFloat(float64(l.Term()), 'g', -1, 64)), `weir_pipeline_state{state="working"} 1`} {
+		if !strings.Contains(m, want) {
+			t.Fatalf("the leader's /metrics lacks %q:\n%s", want, m)
+		}
 	}
 	clk.Advance(6 * time.Second) // its lease expires; a standby takes over
 	next, err := cluster.Campaign(ctx, st, cluster.LeaderRecord{ID: "new"}, 5*time.Second, time.Millisecond)
@@ -134,5 +148,9 @@ func TestControllerStatusDeposed(t *testing.T) {
 	case <-l.Lost():
 	default:
 		t.Fatal("the deposed controller's leadership goes on")
+	}
+	m = call("/metrics").Body.String()
+	if !strings.Contains(m, "weir_controller_active 0\n") || !strings.Contains(m, fmt.Sprintf("weir_controller_term %s\n", strconv.FormatFloat(float64(next.Term()), 'g', -1, 64))) || strings.Contains(m, "weir_pipeline_state") {
+		t.Fatalf("the deposed controller's /metrics:\n%s", m)
 	}
 }

@@ -48,6 +48,11 @@ type ControllerConfig struct {
 	Elected func(*Active)
 }
 
+// countersPeriod is how often the active controller stores the pipeline's
+// counters (counterKeeper): what a worker counted in the last period before
+// it died and the controller failed over is not in the next term's totals.
+const countersPeriod = time.Second
+
 // Active is a controller that leads: its engine and pool.
 type Active struct {
 	Engine     *engine.Engine
@@ -118,8 +123,14 @@ func RunController(ctx context.Context, cfg ControllerConfig) (controller.State,
 		return "", deposedOr(l, err)
 	}
 	pool.cfg.Board = eng.Board()
+	keeper, err := loadCounters(lctx, cfg.Store, eng.Board(), l.Term())
+	if err != nil {
+		return "", deposedOr(l, err)
+	}
+	pool.cfg.Baseline = keeper.Baseline
 	pool.SetController(eng.Controller(), eng.Plan())
 	go pool.Run(lctx)
+	go keeper.run(lctx, st, pool, countersPeriod, cfg.Logf)
 	if cfg.Elected != nil {
 		cfg.Elected(&Active{Engine: eng, Pool: pool, Leadership: l})
 	}
@@ -131,6 +142,11 @@ func RunController(ctx context.Context, cfg ControllerConfig) (controller.State,
 	}
 	if l.Err() != nil {
 		return state, fmt.Errorf("%w: %v", ErrDeposed, l.Err())
+	}
+	// The last counts, while the leadership holds (the fenced commit
+	// refuses them otherwise).
+	if serr := keeper.save(context.WithoutCancel(ctx), st, pool); serr != nil {
+		cfg.Logf("%v", serr)
 	}
 	cancel()
 	if rerr := l.Resign(context.WithoutCancel(ctx)); rerr != nil {

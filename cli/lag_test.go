@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/board"
+	"github.com/weir-stream/weir/connector/queue"
+	"github.com/weir-stream/weir/spec"
+	"github.com/weir-stream/weir/store"
+	pstore "github.com/weir-stream/weir/store/pebble"
+)
+
+// TestLagOf: the controller's lag counts, per source partition, the queue
+// rows its source has not committed and, per computation, those rows
+// (a source reader) or what its writer emitted that it has not processed;
+// the pipeline has caught up once every count is 0.
+func TestLagOf(t *testing.T) {
+	st, err := pstore.Open(t.TempDir(), pstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	text, err := os.ReadFile(filepath.Join("..", "examples", "counter", "spec.yson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := spec.Parse(text, "counter.yson")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := queue.Create(ctx, st, "events", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := store.NewTxn()
+	for p, n := range []int{5, 3} {
+		for i := 0; i < n; i++ {
+			if err := ev.Append(txn, p, weir.Row{"key": "k"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := st.Commit(ctx, txn); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.CommitConsumer(ctx, "counter", 0, 4); err != nil {
+		t.Fatal(err)
+	}
+	b := board.NewBoard()
+	b.AddCounters("Reader", board.Counters{Inputs: 4, Outputs: 4})
+	b.AddCounters("Counter", board.Counters{Inputs: 3})
+	l := lagOf(ctx, st, sp, b)
+	if l.SourcePartitions["Reader@0"] != 1 || l.SourcePartitions["Reader@1"] != 3 {
+		t.Fatalf("source partitions' lag %v, want Reader@0 1, Reader@1 3", l.SourcePartitions)
+	}
+	if r := l.Computations["Reader"].Rows; r == nil || *r != 4 {
+		t.Fatalf("Reader's lag %v, want 4 rows", l.Computations["Reader"])
+	}
+	if r := l.Computations["Counter"].Rows; r == nil || *r != 1 {
+		t.Fatalf("Counter's lag %v, want 1 row", l.Computations["Counter"])
+	}
+	if l.CaughtUp {
+		t.Fatal("caught up with rows to go")
+	}
+	for p, next := range []uint64{5, 3} {
+		if err := ev.CommitConsumer(ctx, "counter", p, next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.AddCounters("Reader", board.Counters{Inputs: 4, Outputs: 4})
+	b.AddCounters("Counter", board.Counters{Inputs: 5})
+	if l := lagOf(ctx, st, sp, b); !l.CaughtUp {
+		t.Fatalf("not caught up once every row is processed: %+v", l)
+	}
+}

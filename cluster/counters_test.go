@@ -1,0 +1,82 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+
+	"github.com/weir-stream/weir/board"
+)
+
+// TestCountersCarryAcrossTerms: the pipeline's counters go on across a
+// change of term. Worker a's first life counted 10 and ended (a restarted:
+// a new incarnation), b's life goes on; the next term's totals keep a's
+// first life, do not count b's stored counts twice, and add what each life
+// counts from then on. Before, a new term's board started from the live
+// lives' counts only (here 10 instead of 20: a's first life was lost).
+func TestCountersCarryAcrossTerms(t *testing.T) {
+	st, _ := testStore(t)
+	ctx := context.Background()
+	heartbeat := func(p *Pool, id string, inc uint64, inputs uint64) {
+		t.Helper()
+		w := p.Worker(id)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.addCounters(&SyncReply{Worker: id, Incarnation: inc, Counters: map[string]board.Counters{"C": {Inputs: inputs}}})
+	}
+	term := func(n uint64, regs ...Registration) (*Pool, *counterKeeper) {
+		t.Helper()
+		for _, r := range regs {
+			if err := Register(ctx, st, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b := board.NewBoard()
+		k, err := loadCounters(ctx, st, b, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := NewPool(PoolConfig{Store: st, Board: b, Baseline: k.Baseline})
+		for _, r := range regs {
+			p.add(ctx, r)
+		}
+		return p, k
+	}
+	total := func(p *Pool) uint64 { return p.cfg.Board.Counters()["C"].Inputs }
+
+	p1, k1 := term(1, Registration{ID: "a", Incarnation: 1}, Registration{ID: "b", Incarnation: 1})
+	heartbeat(p1, "a", 1, 10)
+	heartbeat(p1, "b", 1, 5)
+	if err := k1.save(ctx, st, p1); err != nil {
+		t.Fatal(err)
+	}
+	if got := total(p1); got != 15 {
+		t.Fatalf("term 1 counts %d, want 15", got)
+	}
+
+	// a restarted (incarnation 2); term 2 begins.
+	p2, k2 := term(2, Registration{ID: "a", Incarnation: 2}, Registration{ID: "b", Incarnation: 1})
+	if got := total(p2); got != 15 {
+		t.Fatalf("term 2 starts at %d, want the stored 15", got)
+	}
+	// Stored before any heartbeat: the stored lives are carried, not
+	// counted twice at the next term.
+	if err := k2.save(ctx, st, p2); err != nil {
+		t.Fatal(err)
+	}
+	heartbeat(p2, "b", 1, 7) // b's life counted 2 more
+	heartbeat(p2, "a", 2, 3) // a's new life counted 3
+	if got := total(p2); got != 20 {
+		t.Fatalf("term 2 counts %d, want 10 (a's first life) + 7 (b) + 3 (a's second life) = 20", got)
+	}
+	if err := k2.save(ctx, st, p2); err != nil {
+		t.Fatal(err)
+	}
+
+	// Term 3, nobody heard yet, then the same lives report again.
+	p3, _ := term(3, Registration{ID: "a", Incarnation: 2}, Registration{ID: "b", Incarnation: 1})
+	heartbeat(p3, "a", 2, 4)
+	heartbeat(p3, "b", 1, 7)
+	if got := total(p3); got != 21 {
+		t.Fatalf("term 3 counts %d, want 21", got)
+	}
+}
