@@ -3,7 +3,9 @@ package remote
 import (
 	"fmt"
 	"runtime"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/msgid"
@@ -97,4 +99,40 @@ func BenchmarkLocalChannel(b *testing.B) {
 		localRound(b, se, tok, r, ms)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// TestLocalChannelWaitsForRoomWithoutSpinning: a local channel whose
+// receiving mailbox is full waits for room without using the CPU, also
+// after a route change that keeps its target (every controller heartbeat
+// sets the routes): the wait used to select on the change signal it had
+// already seen, which stays closed, and spun until the receiver made room
+// — at full speed exactly when the worker was overloaded.
+func TestLocalChannelWaitsForRoomWithoutSpinning(t *testing.T) {
+	a := newTestNode(t, "a", 1000, wire.Security{})
+	se, tok, r := localPair(t, a)
+	// The channel's box takes 15 offers of 64 bytes; the mailbox fewer of
+	// their sizes (tables.MessageSize), so the channel waits for room.
+	for i := 0; i < 15; i++ {
+		if !se.Offer(tok, recvP, msg(i), 64, nil, false) {
+			t.Fatalf("offer %d refused", i)
+		}
+	}
+	waitFor(t, "a full mailbox", func() bool { return r.Available() > 0 && r.Available() < 15 })
+	a.SetRoutes(routes(Route{Partition: sendP, Worker: "a", Addr: a.addr, Lease: 10}, Route{Partition: recvP, Worker: "a", Addr: a.addr, Lease: 20}))
+	time.Sleep(20 * time.Millisecond)
+	began, cpu0 := time.Now(), processCPU()
+	time.Sleep(300 * time.Millisecond)
+	if used, wall := processCPU()-cpu0, time.Since(began); used > wall/3 {
+		t.Fatalf("the process used %v of CPU in %v while a local channel waited for room", used, wall)
+	}
+	receive(t, r, 15) // and the rest arrives once there is room
+}
+
+// processCPU is this process's CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
