@@ -329,6 +329,7 @@ type clusterAdmin struct {
 	port    string // the admin API's listening port (loopbackOnly)
 	metrics http.Handler
 	spec    *spec.Pipeline
+	lag     lagWatch
 
 	mu     sync.Mutex
 	active *cluster.Active
@@ -411,7 +412,7 @@ func (a *clusterAdmin) status(ctx context.Context, act *cluster.Active) map[stri
 		return out
 	}
 	out["pipeline"], out["workers"] = act.Engine.Status(), act.Pool.Status()
-	out["lag"] = lagOf(ctx, a.st, a.spec, act.Engine.Board())
+	out["lag"] = a.lag.lagOf(ctx, a.st, a.spec, act.Engine.Controller().Partitions(), act.Engine.Board())
 	return out
 }
 

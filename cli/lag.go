@@ -2,8 +2,11 @@ package cli
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"github.com/weir-stream/weir/board"
+	"github.com/weir-stream/weir/controller"
 	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/store"
 )
@@ -20,8 +23,20 @@ type pipelineLag struct {
 	SourcePartitions map[string]int64 `json:"source_partitions"`
 	// Computations maps each computation to its lag.
 	Computations map[string]computationLag `json:"computations"`
-	// CaughtUp: every row count of Computations is 0.
+	// CaughtUp: the pipeline has processed every row its QueueSources
+	// held when the previous GET /status read them (so it turns true at
+	// the second poll at the earliest): those partitions' rows were all
+	// committed then and are still, and every partition of the layout has
+	// since reported that nothing of it is in flight (board.Status.Quiet,
+	// posted after that read). For other sources it says only the latter.
 	CaughtUp bool `json:"caught_up"`
+}
+
+// lagWatch remembers, across GET /status calls, when the sources were
+// last read all consumed (pipelineLag.CaughtUp).
+type lagWatch struct {
+	mu     sync.Mutex
+	zeroAt time.Time // store clock; zero: the last read found rows
 }
 
 // computationLag is one computation's lag.
@@ -39,12 +54,13 @@ type computationLag struct {
 }
 
 // lagOf computes the lag of pipeline p from the store (queue lengths and
-// consumer positions) and the active controller's board.
-func lagOf(ctx context.Context, st store.Store, p *spec.Pipeline, b *board.Board) pipelineLag {
-	out := pipelineLag{SourcePartitions: sourceLags(ctx, st, p), Computations: map[string]computationLag{}, CaughtUp: true}
-	counters := b.Counters()
+// consumer positions) and the active controller's layout and board.
+func (lw *lagWatch) lagOf(ctx context.Context, st store.Store, p *spec.Pipeline, parts []controller.PartitionStatus, b *board.Board) pipelineLag {
+	out := pipelineLag{SourcePartitions: sourceLags(ctx, st, p), Computations: map[string]computationLag{}}
+	readAt := st.Now()
+	counters, statuses := b.Counters(), b.Statuses()
 	var newest store.Timestamp
-	for _, s := range b.Statuses() {
+	for _, s := range statuses {
 		newest = max(newest, s.Epoch)
 	}
 	writer := map[string]string{}
@@ -52,6 +68,10 @@ func lagOf(ctx context.Context, st store.Store, p *spec.Pipeline, b *board.Board
 		for _, s := range p.Computations[name].OutputStreamIDs {
 			writer[s] = name
 		}
+	}
+	consumed := true
+	for _, n := range out.SourcePartitions {
+		consumed = consumed && n == 0
 	}
 	for _, name := range sortedNames(p.Computations) {
 		c := p.Computations[name]
@@ -91,10 +111,26 @@ func lagOf(ctx context.Context, st store.Store, p *spec.Pipeline, b *board.Board
 				}
 			}
 		}
-		if l.Rows != nil && *l.Rows > 0 {
-			out.CaughtUp = false
-		}
 		out.Computations[name] = l
+	}
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if !consumed {
+		lw.zeroAt = time.Time{}
+		return out
+	}
+	since := lw.zeroAt
+	if since.IsZero() {
+		lw.zeroAt = readAt
+		return out
+	}
+	out.CaughtUp = len(parts) > 0
+	for _, ps := range parts {
+		s, ok := statuses[ps.Partition]
+		if !ok || !s.Quiet || s.At.Before(since) {
+			out.CaughtUp = false
+			break
+		}
 	}
 	return out
 }

@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/connector/queue"
+	"github.com/weir-stream/weir/controller"
 	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/store"
 	pstore "github.com/weir-stream/weir/store/pebble"
@@ -54,7 +56,15 @@ func TestLagOf(t *testing.T) {
 	b := board.NewBoard()
 	b.AddCounters("Reader", board.Counters{Inputs: 4, Outputs: 4})
 	b.AddCounters("Counter", board.Counters{Inputs: 3})
-	l := lagOf(ctx, st, sp, b)
+	parts := []controller.PartitionStatus{{Partition: "Reader@0"}, {Partition: "Counter@0"}}
+	post := func(quiet bool) {
+		for _, p := range parts {
+			b.Post(board.Status{Partition: p.Partition, Quiet: quiet, At: st.Now()})
+		}
+	}
+	post(true) // quiet before the rows are read: not caught up
+	var lw lagWatch
+	l := lw.lagOf(ctx, st, sp, parts, b)
 	if l.SourcePartitions["Reader@0"] != 1 || l.SourcePartitions["Reader@1"] != 3 {
 		t.Fatalf("source partitions' lag %v, want Reader@0 1, Reader@1 3", l.SourcePartitions)
 	}
@@ -74,7 +84,17 @@ func TestLagOf(t *testing.T) {
 	}
 	b.AddCounters("Reader", board.Counters{Inputs: 4, Outputs: 4})
 	b.AddCounters("Counter", board.Counters{Inputs: 5})
-	if l := lagOf(ctx, st, sp, b); !l.CaughtUp {
-		t.Fatalf("not caught up once every row is processed: %+v", l)
+	if l := lw.lagOf(ctx, st, sp, parts, b); l.CaughtUp || *l.Computations["Reader"].Rows != 0 || *l.Computations["Counter"].Rows != 0 {
+		t.Fatalf("caught up on statuses posted before the rows were read consumed: %+v", l)
+	}
+	time.Sleep(time.Millisecond)
+	post(false)
+	if l := lw.lagOf(ctx, st, sp, parts, b); l.CaughtUp {
+		t.Fatalf("caught up with messages in flight: %+v", l)
+	}
+	time.Sleep(time.Millisecond)
+	post(true)
+	if l := lw.lagOf(ctx, st, sp, parts, b); !l.CaughtUp {
+		t.Fatalf("not caught up once every partition is quiet after the rows were consumed: %+v", l)
 	}
 }
