@@ -71,6 +71,10 @@ type benchResult struct {
 	CPUPerMillion float64   `json:"cpu_s_per_million"`
 	PeakRSSMiB    float64   `json:"peak_rss_mib"`
 	StoreBytesMsg float64   `json:"store_bytes_per_msg"`
+	// AllocBytesMsg is the Go heap allocated by the timed part per message
+	// (runtime.MemStats.TotalAlloc): the garbage collector's work, and a
+	// figure that moves little with the machine's load.
+	AllocBytesMsg float64 `json:"alloc_bytes_per_msg,omitempty"`
 	// CPUScope says what CPUPerMillion covers: "run" (the timed part only,
 	// measured by the case itself) or "process" (the whole child process,
 	// input generation included: a binary that does not measure the run).
@@ -334,8 +338,9 @@ func runBenchChild(self, bin string, c benchCase) benchResult {
 // from start to stop, so that generating and writing the input, opening
 // the store and checking the output stay out of the figures.
 type benchClock struct {
-	wall time.Time
-	cpu  time.Duration
+	wall  time.Time
+	cpu   time.Duration
+	alloc uint64 // runtime.MemStats.TotalAlloc at the start
 	// rss: the peak RSS was reset at the start (resetPeakRSS), so stop
 	// records the timed part's own peak.
 	rss bool
@@ -343,7 +348,7 @@ type benchClock struct {
 
 func startBenchClock() benchClock {
 	rss := resetPeakRSS()
-	return benchClock{wall: time.Now(), cpu: selfCPU(), rss: rss}
+	return benchClock{wall: time.Now(), cpu: selfCPU(), alloc: totalAlloc(), rss: rss}
 }
 
 // stop records the rate and CPU per million messages of the timed part.
@@ -352,6 +357,7 @@ func (c benchClock) stop(res *benchResult, messages int) {
 	res.MsgsPerSec = float64(messages) / wall.Seconds()
 	if messages > 0 {
 		res.CPUPerMillion, res.CPUScope = cpu.Seconds()/float64(messages)*1e6, "run"
+		res.AllocBytesMsg = float64(totalAlloc()-c.alloc) / float64(messages)
 	}
 	if c.rss {
 		res.PeakRSSMiB = peakRSSMiB()
@@ -440,6 +446,7 @@ func (t *benchTable) median(bin int, name string) benchResult {
 	}
 	out.PeakRSSMiB = col(func(r benchResult) float64 { return r.PeakRSSMiB })
 	out.StoreBytesMsg = col(func(r benchResult) float64 { return r.StoreBytesMsg })
+	out.AllocBytesMsg = col(func(r benchResult) float64 { return r.AllocBytesMsg })
 	out.BrokerCPUPerMillion = col(func(r benchResult) float64 { return r.BrokerCPUPerMillion })
 	out.BrokerRSSMiB = col(func(r benchResult) float64 { return r.BrokerRSSMiB })
 	return out
@@ -465,8 +472,8 @@ func (t *benchTable) print(w io.Writer) {
 		nw = max(nw, l)
 	}
 	fmt.Fprintf(w, "\nmedians of %d run(s) per row\n", runs)
-	fmt.Fprintf(w, "%-*s %10s %7s %7s %7s %7s %7s %7s %9s %8s %10s\n",
-		nw, "case", "msg/s", "vs EO", "vs hand", "vs mem", "vs store", "p50 ms", "p99 ms", "CPU s/1M", "RSS MiB", "store B/msg")
+	fmt.Fprintf(w, "%-*s %10s %7s %7s %7s %7s %7s %7s %9s %8s %10s %11s\n",
+		nw, "case", "msg/s", "vs EO", "vs hand", "vs mem", "vs store", "p50 ms", "p99 ms", "CPU s/1M", "RSS MiB", "store B/msg", "alloc B/msg")
 	ratio := func(v, ref float64) string {
 		if v <= 0 || ref <= 0 {
 			return "-"
@@ -498,7 +505,7 @@ func (t *benchTable) print(w io.Writer) {
 			if c.Kind == "recovery" {
 				// Only the latency columns mean something: the kills'
 				// recovery times (the work runs in child processes).
-				fmt.Fprintf(w, "%-*s %10s %7s %7s %7s %7s %7s %7s %9s %8s %10s\n", nw, name, "-", "-", "-", "-", "-", lat(r.P50), lat(r.P99), "-", "-", "-")
+				fmt.Fprintf(w, "%-*s %10s %7s %7s %7s %7s %7s %7s %9s %8s %10s %11s\n", nw, name, "-", "-", "-", "-", "-", lat(r.P50), lat(r.P99), "-", "-", "-", "-")
 				continue
 			}
 			hand := handRow
@@ -518,9 +525,13 @@ func (t *benchTable) print(w io.Writer) {
 				cpu += "*"
 				processCPU = true
 			}
-			fmt.Fprintf(w, "%-*s %10.0f %7s %7s %7s %7s %7s %7s %9s %8.0f %10.1f\n", nw, name, r.MsgsPerSec,
+			alloc := "-"
+			if r.AllocBytesMsg > 0 {
+				alloc = fmt.Sprintf("%.0f", r.AllocBytesMsg)
+			}
+			fmt.Fprintf(w, "%-*s %10.0f %7s %7s %7s %7s %7s %7s %9s %8.0f %10.1f %11s\n", nw, name, r.MsgsPerSec,
 				ratio(r.MsgsPerSec, ref(eoRow)), ratio(r.MsgsPerSec, ref(hand)), ratio(r.MsgsPerSec, ref(memFloorRow)), ratio(r.MsgsPerSec, ref(storeRow)),
-				lat(r.P50), lat(r.P99), cpu, r.PeakRSSMiB, r.StoreBytesMsg)
+				lat(r.P50), lat(r.P99), cpu, r.PeakRSSMiB, r.StoreBytesMsg, alloc)
 		}
 	}
 	if processCPU {

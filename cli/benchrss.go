@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 )
@@ -39,4 +40,13 @@ func peakRSSMiB() float64 {
 		}
 	}
 	return 0
+}
+
+// totalAlloc is the number of bytes this process has allocated on the Go
+// heap so far (runtime.MemStats.TotalAlloc; reading it stops the world
+// briefly, so it is read at the clock's start and stop only).
+func totalAlloc() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.TotalAlloc
 }
