@@ -229,7 +229,7 @@ func BenchmarkParquetWrite(b *testing.B) {
 				b.Fatal(err)
 			}
 			const epoch = 1000
-			for j := 0; j < len(msgs) || acked < len(msgs); j += epoch {
+			for j := 0; j < len(msgs) || acked < len(msgs) || sk.Queued() > 0; j += epoch {
 				for _, m := range msgs[min(j, len(msgs)):min(j+epoch, len(msgs))] {
 					sk.Distribute(m, func(error) { acked++ })
 				}

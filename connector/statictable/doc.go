@@ -132,10 +132,8 @@
 // It is also published at once, whatever its slot, when no input will
 // reach the computation again (a finite pipeline completes only once its
 // outputs are in published tables), when the pipeline drains (a stop
-// waits for the same) and when the computation's outbox is full
-// (output_store_count_limit, 100,000 by default, is below max_row_count:
-// the computation takes no input until outputs leave the outbox, and they
-// leave when their table is published).
+// waits for the same) and when the computation's outbox is full (the
+// computation takes no input until outputs leave it).
 // A late row (of an earlier slot) goes into the open table: tables are
 // written in arrival order. Tables are named
 // "<slot start, ISO 8601>_<table number>.<ext>", numbered by a sequence
@@ -161,17 +159,32 @@
 // it leaves the table and its progress. Readers must go by the manifest
 // (StaticTableSource does).
 //
-// Replay. After a restart, the engine re-hands the partition's
-// unacknowledged outputs from the outbox in id order; those at or below
-// the manifest's frontier are not written again. If another instance of
+// The spool. The open table's rows wait in the pipeline's store, not in
+// memory: each epoch's Sync writes the rows added since the last one to
+// the partition's spool (spool.go) in the epoch transaction, so they are
+// durable, and fenced by the job's lease, exactly when the epoch commits;
+// publishing reads them back, and the next Sync deletes the published
+// ones. The rows of a table of max_row_count rows (1,000,000 by default)
+// are therefore never all in memory, nor in the computation's outbox (see
+// Delivery).
+//
+// Replay. After a restart, the sink rebuilds the open table from the
+// spool, and the engine re-hands the partition's unacknowledged outputs
+// from the outbox in id order; those at or below the manifest's frontier,
+// or in the spool, are not written again. If another instance of
 // the partition (a replaced job's zombie) advanced the frontier meanwhile,
 // the publish sees it under the lock, drops the rows the new frontier
 // covers and writes only the uncovered tail, without restarting the job.
 //
-// Delivery. A message is acknowledged (and leaves the outbox) only after
-// its table was published and the next epoch committed the frontier into
-// the sink's partition state: the delivery callback fires after the
-// external commit and the following epoch commit. That record also guards
+// Delivery. A message is acknowledged (and leaves the outbox) once it is
+// durable on the sink's side: after the epoch that spooled it committed,
+// or — a message added and published between two epochs — after its
+// table was published and the next epoch committed. The open table's
+// rows count as queued (connector.Queueing): a finite pipeline completes,
+// and a drain ends, only once they are in a published table. The epoch
+// after a publish records its frontier in the sink's partition state
+// (version 2: a weir without the spool refuses it rather than lose the
+// spooled rows). That record also guards
 // the manifest: if the manifest is missing or its frontier is behind the
 // recorded one (deleted, restored from a copy), the sink stops with
 // ErrProgressLost rather than write duplicates or skip rows. A directory

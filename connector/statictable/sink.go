@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/parquet-go/parquet-go/compress"
@@ -52,10 +53,11 @@ type pending struct {
 	weight int
 }
 
-// openSlot is the table being filled: the rows for slot, in arrival order.
+// openSlot is the table being filled: its rows for slot, in arrival
+// order, are in the spool (spool.go) and in Sink.unstored.
 type openSlot struct {
 	slot        time.Time
-	rows        []*pending
+	rows        int64
 	weight      int64
 	lastArrival time.Time
 }
@@ -64,13 +66,15 @@ type openSlot struct {
 // writing computation. The package documentation describes the protocol;
 // in short, per message:
 //
-//	Distribute → registered → (epoch commit) Commit → open table
-//	  → published (table file + manifest frontier, one atomic step)
-//	  → recorded in the next epoch's Sync → acknowledged at its Commit.
+//	Distribute → registered → (epoch commit) Commit → open table (unstored)
+//	  → spooled in the next epoch's Sync → acknowledged at its Commit;
+//	open table → published (table file + manifest frontier, one atomic
+//	  step) → the frontier recorded in the next epoch's Sync.
 //
 // Messages at or below the partition's frontier in the manifest were
-// published by an earlier life: they skip the tables and are acknowledged
-// the same way.
+// published by an earlier life, and those at or below the spool's last id
+// are in the spool: they skip the tables and are acknowledged the same
+// way.
 type Sink struct {
 	id, path string
 	p        *SinkParams
@@ -93,8 +97,25 @@ type Sink struct {
 
 	registered []*pending
 	open       *openSlot
+	// unstored: the open table's rows added since the last Sync, which
+	// spools them; stored: spooled (or found in the spool), to be
+	// acknowledged after the epoch commit.
+	unstored []*pending
+	stored   []*pending
+	// spoolHigh is the last id in the spool (committed, or in the epoch
+	// transaction being built); spoolDrop, if set, the last id of the
+	// spooled rows that are published, which the next Sync deletes.
+	spoolHigh, spoolDrop msgid.ID
+	// toRecord is the frontier of the last publish, which the next Sync
+	// records as the pipeline's (recordedID).
+	toRecord msgid.ID
+	// spoolState: the pipeline's record of the sink is version 2 (set at
+	// the first Sync that spools), which an older weir refuses.
+	spoolState bool
 	published  []*pending
 	recorded   []*pending
+	// queued counts the open table's rows (Queued).
+	queued     atomic.Int64
 	nextExpiry time.Time
 	// flush: the computation's input is finished, a drain is in progress
 	// or its outbox is full (Progress): the open table is published at the
@@ -150,9 +171,11 @@ func (s *Sink) Init(ctx context.Context, sc connector.SinkContext) error {
 		return fmt.Errorf("%s: load state: %w", s.path, err)
 	}
 	if b != nil {
-		if s.recordedID, err = decodeSinkState(b); err != nil {
+		var v byte
+		if s.recordedID, v, err = decodeSinkState(b); err != nil {
 			return fmt.Errorf("%s: state: %w", s.path, err)
 		}
+		s.spoolState = v == sinkStateVersion
 	}
 	if s.owner, err = sinkOwner(ctx, sc.Store, s.path); err != nil {
 		return fmt.Errorf("%s: %w", s.path, err)
@@ -173,7 +196,11 @@ func (s *Sink) Init(ctx context.Context, sc connector.SinkContext) error {
 	if s.base.MessageID < s.recordedID {
 		return fmt.Errorf("%s: output directory %s: %w: its frontier for partition %s is %q, the pipeline recorded %q as published", s.path, s.dir.Path(), ErrProgressLost, s.part, s.base.MessageID, s.recordedID)
 	}
-	s.lastID = s.base.MessageID
+	if err := s.loadSpool(ctx); err != nil {
+		return err
+	}
+	s.setQueued()
+	s.lastID = max(s.base.MessageID, s.spoolHigh)
 	if err := s.sweep(m); err != nil {
 		return err
 	}
@@ -265,6 +292,10 @@ func (s *Sink) Distribute(m *weir.Message, done func(error)) {
 		s.mReplayed.Inc()
 		return
 	}
+	if m.ID <= s.spoolHigh {
+		s.stored = append(s.stored, p)
+		return
+	}
 	if m.ID <= s.lastID {
 		done(fmt.Errorf("%s: message id %s is not greater than the last distributed id %s", s.path, m.ID, s.lastID))
 		return
@@ -273,24 +304,37 @@ func (s *Sink) Distribute(m *weir.Message, done func(error)) {
 	s.registered = append(s.registered, p)
 }
 
-// Sync records, in the epoch transaction, the frontier of the messages
-// published since the last Sync; they are acknowledged after the commit.
-// It returns the error that stopped publishing, if any: the epoch fails
-// and the job restarts from the committed state.
+// Sync writes, in the epoch transaction, the open table's new rows to the
+// spool, deletes the spooled rows published since, and records the
+// frontier of the last publish; the messages spooled or published since
+// the last Sync are acknowledged after the commit. It returns the error
+// that stopped publishing, if any: the epoch fails and the job restarts
+// from the committed state.
 func (s *Sink) Sync(_ context.Context, txn *store.Txn) error {
 	if err := s.Failure(); err != nil {
 		return err
 	}
-	if len(s.published) == 0 {
-		return nil
+	for _, p := range s.unstored {
+		v, err := encodeSpoolRow(p)
+		if err != nil {
+			return fmt.Errorf("%s: spool message %s: %w", s.path, p.msg.ID, err)
+		}
+		txn.Put(catalogTable, s.spoolKey(p.msg.ID), v)
+		s.spoolHigh = p.msg.ID
 	}
-	last := s.published[len(s.published)-1].msg.ID
-	if last > s.recordedID {
-		s.recordedID = last
+	s.stored = append(s.stored, s.unstored...)
+	s.unstored = nil
+	if s.spoolDrop != "" {
+		txn.DeleteRange(catalogTable, s.spoolPrefix(), s.spoolThrough(s.spoolDrop))
+		s.spoolDrop = ""
+	}
+	if s.toRecord > s.recordedID || (s.spoolHigh != "" && !s.spoolState) {
+		s.recordedID = max(s.recordedID, s.toRecord)
 		s.sc.SaveState(txn, encodeSinkState(s.recordedID))
+		s.spoolState = true
 	}
-	s.recorded = append(s.recorded, s.published...)
-	s.published = nil
+	s.recorded = append(append(s.recorded, s.published...), s.stored...)
+	s.published, s.stored = nil, nil
 	return nil
 }
 
@@ -358,19 +402,35 @@ func (s *Sink) Progress(p connector.Progress) {
 }
 
 // PendingSync asks for an epoch when the sink has progress to make
-// without new input: messages to add or to record, a table whose slot
-// ended or that must be flushed (Progress), tables to expire, or a
-// failure to report.
+// without new input: messages to add, spool or record, spooled rows to
+// delete, a frontier to record, a table whose slot ended or that must be
+// flushed (Progress), tables to expire, or a failure to report.
 func (s *Sink) PendingSync() bool {
-	if len(s.registered) > 0 || len(s.published) > 0 || s.Failure() != nil || (s.flush && s.open != nil) {
+	if len(s.registered) > 0 || len(s.published) > 0 || len(s.unstored) > 0 || len(s.stored) > 0 ||
+		s.spoolDrop != "" || s.toRecord > s.recordedID || s.Failure() != nil || (s.flush && s.open != nil) {
 		return true
 	}
 	now := s.now()
 	return s.closeDue(now) || (!s.nextExpiry.IsZero() && !now.Before(s.nextExpiry))
 }
 
-// Close releases nothing: unacknowledged messages stay in the outbox and
-// the next instance publishes them.
+// Queued (connector.Queueing) is the number of rows of the open table:
+// acknowledged once spooled, but not yet in a published table. While it is
+// above zero the partition is neither quiet nor drained, so a finite
+// pipeline completes, and a drain ends, only after the table is published
+// (Progress flushes it).
+func (s *Sink) Queued() int { return int(s.queued.Load()) }
+
+func (s *Sink) setQueued() {
+	n := int64(0)
+	if s.open != nil {
+		n = s.open.rows
+	}
+	s.queued.Store(n)
+}
+
+// Close releases nothing: unacknowledged messages stay in the outbox, the
+// open table's rows in the spool, and the next instance publishes them.
 func (s *Sink) Close() error { return nil }
 
 // slotOf is the start of the table_period slot holding ts.
@@ -389,7 +449,7 @@ func (s *Sink) add(ctx context.Context, p *pending, now time.Time) error {
 	p.weight = rowWeight(p.msg.Payload)
 	slot := s.slotOf(p.msg.SystemTimestamp)
 	if t := s.open; t != nil {
-		full := int64(len(t.rows)) >= s.p.MaxRowCount || t.weight+int64(p.weight) > s.p.MaxDataWeight
+		full := t.rows >= s.p.MaxRowCount || t.weight+int64(p.weight) > s.p.MaxDataWeight
 		if slot.After(t.slot) || full {
 			if err := s.publish(ctx, now); err != nil {
 				return err
@@ -397,16 +457,26 @@ func (s *Sink) add(ctx context.Context, p *pending, now time.Time) error {
 		}
 	}
 	if s.open == nil {
-		if slot.Before(s.base.LastSlot) {
-			slot = s.base.LastSlot
-		}
-		s.open = &openSlot{slot: slot}
+		s.open = &openSlot{slot: s.tableSlot(p.msg.SystemTimestamp)}
 	}
 	t := s.open
-	t.rows = append(t.rows, p)
+	s.unstored = append(s.unstored, p)
+	t.rows++
 	t.weight += int64(p.weight)
 	t.lastArrival = now
+	s.setQueued()
 	return nil
+}
+
+// tableSlot is the slot of a new table whose first row has SystemTimestamp
+// ts: the row's, or the partition's last slot if the row is late (tables
+// are written in arrival order).
+func (s *Sink) tableSlot(ts store.Timestamp) time.Time {
+	slot := s.slotOf(ts)
+	if slot.Before(s.base.LastSlot) {
+		slot = s.base.LastSlot
+	}
+	return slot
 }
 
 // closeDue: the open table's slot has ended by the wall clock and no row
@@ -472,19 +542,37 @@ type preparedTable struct {
 //     expired tables dropped. This rename is the commit: a crash before
 //     it leaves unlisted files (removed at the next Init), after it the
 //     table and its progress.
+//
+// The table's rows are read back from the spool (those above the
+// frontier), followed by the unstored ones. Once published, the unstored
+// rows are acknowledged after the next epoch commit like the spooled ones
+// before them, and that Sync deletes the spooled rows.
 func (s *Sink) publish(ctx context.Context, now time.Time) error {
 	t := s.open
 	s.open = nil
+	s.setQueued()
 	start := time.Now()
+	defer func() {
+		// Whatever was published — by this instance or by another that
+		// moved the frontier — leaves the spool and is acknowledged.
+		s.published = append(s.published, s.unstored...)
+		s.unstored = nil
+		if s.spoolHigh != "" {
+			s.spoolDrop = s.spoolHigh
+		}
+	}()
 	for {
-		covered, rows := s.uncovered(t.rows)
-		s.published = append(s.published, covered...)
-		s.mReplayed.Add(float64(len(covered)))
-		t.rows = rows
+		stored, err := s.spooledRows(ctx)
+		if err != nil {
+			return err
+		}
+		_, unstored := s.uncovered(s.unstored)
+		s.mReplayed.Add(float64(len(s.unstored) - len(unstored)))
+		rows := append(stored, unstored...)
 		if len(rows) == 0 {
 			return nil
 		}
-		moved, err := s.publishOnce(ctx, t, now)
+		moved, err := s.publishOnce(ctx, t, rows, now)
 		if err != nil {
 			return err
 		}
@@ -498,11 +586,11 @@ func (s *Sink) publish(ctx context.Context, now time.Time) error {
 
 // publishOnce runs the publish steps once; moved reports that the
 // frontier had moved and nothing was published.
-func (s *Sink) publishOnce(ctx context.Context, t *openSlot, now time.Time) (moved bool, err error) {
+func (s *Sink) publishOnce(ctx context.Context, t *openSlot, rows []*pending, now time.Time) (moved bool, err error) {
 	cols := s.p.Columns
 	if s.p.format == Parquet {
 		if len(cols) == 0 {
-			if cols, err = inferColumns(t.rows); err != nil {
+			if cols, err = inferColumns(rows); err != nil {
 				return false, fmt.Errorf("%s: output directory %s: %w; %s", s.path, s.dir.Path(), err, rowRefusedHint)
 			}
 		} else {
@@ -526,7 +614,7 @@ func (s *Sink) publishOnce(ctx context.Context, t *openSlot, now time.Time) (mov
 		}
 		tables = append(tables, e)
 	}
-	data, err := s.prepare(t.slot, t.rows, cols)
+	data, err := s.prepare(t.slot, rows, cols)
 	if err != nil {
 		return false, err
 	}
@@ -584,7 +672,7 @@ func (s *Sink) publishOnce(ctx context.Context, t *openSlot, now time.Time) (mov
 	s.base = nf
 	s.removeExpired(gone)
 	s.nextExpiry = m.nextExpiry()
-	s.published = append(s.published, data.rows...)
+	s.toRecord = nf.MessageID
 	s.mRows.Add(float64(len(data.rows)))
 	for _, pt := range tables {
 		s.mBytes.Add(float64(pt.bytes))
@@ -689,20 +777,25 @@ func sanitize(s string) string {
 	}, s)
 }
 
-// The sink's partition state, version 1: version byte, then the frontier
-// message id the pipeline recorded as published (codec string).
-const sinkStateVersion = 1
+// The sink's partition state: version byte, then the frontier message id
+// the pipeline recorded as published (codec string). Version 2 is the
+// same record in a pipeline whose open tables are spooled (spool.go): a
+// weir that does not know the spool (it knows version 1 only) refuses the
+// state rather than lose the spooled rows, which the outbox no longer
+// holds.
+const sinkStateVersion = 2
 
 func encodeSinkState(id msgid.ID) []byte {
 	return codec.AppendString([]byte{sinkStateVersion}, string(id))
 }
 
-func decodeSinkState(b []byte) (msgid.ID, error) {
-	if len(b) == 0 || b[0] != sinkStateVersion {
-		return "", errors.New("unknown ArrivalOrderTableSink state version")
+// decodeSinkState returns the recorded frontier and the state's version.
+func decodeSinkState(b []byte) (msgid.ID, byte, error) {
+	if len(b) == 0 || (b[0] != 1 && b[0] != sinkStateVersion) {
+		return "", 0, errors.New("unknown ArrivalOrderTableSink state version")
 	}
 	id, _, err := codec.String(b[1:])
-	return msgid.ID(id), err
+	return msgid.ID(id), b[0], err
 }
 
 // sinkOwner returns the owner id of the sink at spec path in this

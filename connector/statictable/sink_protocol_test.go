@@ -131,14 +131,17 @@ func (s *partitionSim) epoch(n int) {
 	s.outbox = kept
 }
 
-// run drives epochs until total messages were produced and everything is
-// acknowledged, restarting the sink after each crash. It returns the
+// run drives epochs until total messages were produced, everything is
+// acknowledged and in a published table, restarting the sink after each crash. It returns the
 // number of crashes.
 func (s *partitionSim) run(total, perEpoch int, step time.Duration) (crashes int) {
 	if err := s.start(); err != nil {
 		s.t.Fatal(err)
 	}
-	for rounds := 0; s.seq < total || len(s.outbox) > 0; rounds++ {
+	// As the engine does (connector.Queueing, PendingSync), the partition
+	// runs until the open table is published too and its rows have left
+	// the spool.
+	for rounds := 0; s.seq < total || len(s.outbox) > 0 || s.sink.Queued() > 0 || s.sink.spoolDrop != ""; rounds++ {
 		if rounds > 10000 {
 			s.t.Fatalf("no progress: %d produced, %d unacknowledged", s.seq, len(s.outbox))
 		}

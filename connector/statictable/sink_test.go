@@ -12,6 +12,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/tables"
 )
 
 // TestZombiePublishWritesOnlyTheTail: two instances of one partition (a
@@ -174,5 +177,56 @@ func TestRowRefusedNamesTheWayOut(t *testing.T) {
 	}
 	if !errors.Is(err, errRowRefused) {
 		t.Errorf("failure %v is not errRowRefused", err)
+	}
+}
+
+// TestSpooledRowsLeaveTheOutbox: a message of the open table is
+// acknowledged once the epoch after it spooled it (in the pipeline's
+// store) committed, long before its table is published, so the
+// computation's outbox holds about an epoch of outputs rather than a whole
+// open table (max_row_count rows per partition, in memory). A restart
+// then finds the rows in the spool, not in the outbox, and publishes
+// each once; and the sink's recorded state is version 2, which a weir
+// without the spool refuses.
+func TestSpooledRowsLeaveTheOutbox(t *testing.T) {
+	s := newSim(t, map[string]any{"max_row_count": 1000})
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		s.epoch(20)
+	}
+	if m, ok, _ := readManifestFile(s.out); ok && len(m.Tables) > 0 {
+		t.Fatalf("a table was published: %+v", m.Tables)
+	}
+	// Each epoch acknowledges the rows the one before added: only the
+	// last epoch's 20 wait in the outbox.
+	if len(s.outbox) != 20 || len(s.acked) != 80 {
+		t.Fatalf("%d messages in the outbox, %d acknowledged; want 20 and 80 (acknowledged once spooled)", len(s.outbox), len(s.acked))
+	}
+	if q := s.sink.Queued(); q != 100 {
+		t.Fatalf("Queued() = %d, want the open table's 100 rows", q)
+	}
+	v, _, err := s.st.Get(context.Background(), store.PartitionStates, s.stateKey())
+	if err != nil || len(v) == 0 || v[0] != sinkStateVersion || sinkStateVersion != 2 {
+		t.Fatalf("sink state %x (%v): want version 2", v, err)
+	}
+	// A restart (the instance abandoned): 80 rows are only in the spool.
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	if q := s.sink.Queued(); q != 80 {
+		t.Fatalf("after the restart Queued() = %d, want the 80 spooled rows (the outbox hands the other 20 again)", q)
+	}
+	s.run(150, 20, 3*time.Second)
+	s.check(150)
+	// The published rows left the spool.
+	n := 0
+	s.st.Scan(context.Background(), store.Range{Table: catalogTable, Lo: s.sink.spoolPrefix(), Hi: tables.PrefixEnd(s.sink.spoolPrefix())}, func(k, v []byte) bool {
+		n++
+		return true
+	})
+	if n != 0 {
+		t.Errorf("%d rows left in the spool", n)
 	}
 }

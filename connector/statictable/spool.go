@@ -1,0 +1,130 @@
+package statictable
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/weir-stream/weir"
+	"github.com/weir-stream/weir/internal/codec"
+	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/tables"
+)
+
+// The spool: the rows of a sink partition's open table, in the pipeline's
+// store (catalogTable), one row per message under "spool/<sink>/<partition>"
+// followed by the message id (ids order as strings, so the spool scans in
+// id order). A row is written in the epoch transaction after the message
+// was added to the open table (Sync), so it is durable exactly when that
+// epoch commits — and fenced by the job's lease like every epoch write: a
+// replaced job's zombie cannot add to it. Once spooled, a message needs the
+// computation's outbox no more and is acknowledged after that commit: the
+// outbox (in memory and in the store) holds the outputs of about one epoch
+// instead of a whole open table. Publishing a table reads its rows back
+// from the spool; the next Sync deletes them (a range deletion).
+//
+// Value: uvarint SystemTimestamp, uvarint data weight, then the payload
+// (codec row).
+
+func (s *Sink) spoolPrefix() []byte {
+	return codec.AppendString(codec.AppendString([]byte("spool/"), s.path), s.part)
+}
+
+func (s *Sink) spoolKey(id msgid.ID) []byte { return append(s.spoolPrefix(), id...) }
+
+// spoolThrough is the end of the spool's range holding the ids at or
+// below id: the smallest key above id's.
+func (s *Sink) spoolThrough(id msgid.ID) []byte { return append(s.spoolKey(id), 0) }
+
+func encodeSpoolRow(p *pending) ([]byte, error) {
+	b := binary.AppendUvarint(nil, uint64(p.msg.SystemTimestamp))
+	b = binary.AppendUvarint(b, uint64(p.weight))
+	return codec.AppendRow(b, p.msg.Payload)
+}
+
+// spoolHeader decodes a spool value's SystemTimestamp and weight; rest is
+// the payload.
+func spoolHeader(v []byte) (ts store.Timestamp, weight int, rest []byte, err error) {
+	t, n := binary.Uvarint(v)
+	if n <= 0 {
+		return 0, 0, nil, errors.New("spooled row: bad timestamp")
+	}
+	w, m := binary.Uvarint(v[n:])
+	if m <= 0 {
+		return 0, 0, nil, errors.New("spooled row: bad weight")
+	}
+	return store.Timestamp(t), int(w), v[n+m:], nil
+}
+
+// scanSpool calls fn for each spooled row with an id above after, in id
+// order; payload is nil unless rows (the payload is decoded only then).
+func (s *Sink) scanSpool(ctx context.Context, after msgid.ID, rows bool, fn func(id msgid.ID, ts store.Timestamp, weight int, payload weir.Row)) error {
+	prefix := s.spoolPrefix()
+	lo := prefix
+	if after != "" {
+		lo = s.spoolThrough(after)
+	}
+	var ferr error
+	err := s.sc.Store.Scan(ctx, store.Range{Table: catalogTable, Lo: lo, Hi: tables.PrefixEnd(prefix)}, func(k, v []byte) bool {
+		id := msgid.ID(k[len(prefix):])
+		ts, w, rest, err := spoolHeader(v)
+		if err != nil {
+			ferr = fmt.Errorf("%w (message %s)", err, id)
+			return false
+		}
+		var row weir.Row
+		if rows {
+			if row, _, err = codec.DecodeRow(rest); err != nil {
+				ferr = fmt.Errorf("spooled row of message %s: %w", id, err)
+				return false
+			}
+		}
+		fn(id, ts, w, row)
+		return true
+	})
+	if err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: read the open table's spool: %w", s.path, err)
+	}
+	return nil
+}
+
+// loadSpool rebuilds, at Init, the open table from the spool: its rows
+// above the partition's frontier (those at or below it are in a published
+// table; the next Sync deletes them). Messages the outbox hands again
+// with ids at or below the spool's last are in it already (Distribute).
+func (s *Sink) loadSpool(ctx context.Context) error {
+	now := s.now()
+	return s.scanSpool(ctx, "", false, func(id msgid.ID, ts store.Timestamp, w int, _ weir.Row) {
+		s.spoolHigh = id
+		if id <= s.base.MessageID {
+			s.spoolDrop = id
+			return
+		}
+		if s.open == nil {
+			s.open = &openSlot{slot: s.tableSlot(ts)}
+		}
+		s.open.rows++
+		s.open.weight += int64(w)
+		s.open.lastArrival = now
+	})
+}
+
+// spooledRows reads back the open table's spooled rows above the
+// partition's frontier, for publishing.
+func (s *Sink) spooledRows(ctx context.Context) ([]*pending, error) {
+	var out []*pending
+	if s.spoolHigh <= s.base.MessageID {
+		return nil, nil
+	}
+	err := s.scanSpool(ctx, s.base.MessageID, true, func(id msgid.ID, ts store.Timestamp, w int, row weir.Row) {
+		if id <= s.spoolHigh {
+			out = append(out, &pending{msg: &weir.Message{ID: id, SystemTimestamp: ts, Payload: row}, weight: w})
+		}
+	})
+	return out, err
+}
