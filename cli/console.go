@@ -1015,6 +1015,12 @@ func sourceLabel(src *spec.Source) string {
 // sourceLags returns the lag (rows not yet committed) of every QueueSource
 // partition, by partition id.
 func sourceLags(ctx context.Context, st store.Store, p *spec.Pipeline) map[string]int64 {
+	lags, _ := queueSourceLags(ctx, st, p)
+	return lags
+}
+
+// queueSourceLags is sourceLags plus the rows those partitions hold.
+func queueSourceLags(ctx context.Context, st store.Store, p *spec.Pipeline) (lags map[string]int64, rows uint64) {
 	out := map[string]int64{}
 	for _, name := range sortedNames(p.Computations) {
 		for _, src := range p.Computations[name].SourceStreams {
@@ -1034,11 +1040,12 @@ func sourceLags(ctx context.Context, st store.Store, p *spec.Pipeline) map[strin
 			for part, off := range offs {
 				if n, err := q.Len(ctx, part); err == nil {
 					out[name+"@"+strconv.Itoa(part)] = int64(n) - int64(off)
+					rows += n
 				}
 			}
 		}
 	}
-	return out
+	return out, rows
 }
 
 // routes adds the console's routes to mux. The page and its assets hold

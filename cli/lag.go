@@ -24,11 +24,11 @@ type pipelineLag struct {
 	// Computations maps each computation to its lag.
 	Computations map[string]computationLag `json:"computations"`
 	// CaughtUp: the pipeline has processed every row its QueueSources
-	// held when the previous GET /status read them (so it turns true at
-	// the second poll at the earliest): those partitions' rows were all
-	// committed then and are still, and every partition of the layout has
-	// since reported that nothing of it is in flight (board.Status.Quiet,
-	// posted after that read). For other sources it says only the latter.
+	// hold: an earlier GET /status read them all committed, no row was
+	// written since, and every partition of the layout has reported that
+	// nothing of it is in flight (board.Status.Quiet) in a status posted
+	// after that read. So it turns true at the second poll at the
+	// earliest. For other sources it says only the latter.
 	CaughtUp bool `json:"caught_up"`
 }
 
@@ -37,6 +37,10 @@ type pipelineLag struct {
 type lagWatch struct {
 	mu     sync.Mutex
 	zeroAt time.Time // store clock; zero: the last read found rows
+	// written is how many rows the sources held at zeroAt: rows written
+	// since then need statuses posted after a read that found them
+	// consumed.
+	written uint64
 }
 
 // computationLag is one computation's lag.
@@ -56,7 +60,8 @@ type computationLag struct {
 // lagOf computes the lag of pipeline p from the store (queue lengths and
 // consumer positions) and the active controller's layout and board.
 func (lw *lagWatch) lagOf(ctx context.Context, st store.Store, p *spec.Pipeline, parts []controller.PartitionStatus, b *board.Board) pipelineLag {
-	out := pipelineLag{SourcePartitions: sourceLags(ctx, st, p), Computations: map[string]computationLag{}}
+	lags, written := queueSourceLags(ctx, st, p)
+	out := pipelineLag{SourcePartitions: lags, Computations: map[string]computationLag{}}
 	readAt := st.Now()
 	counters, statuses := b.Counters(), b.Statuses()
 	var newest store.Timestamp
@@ -120,8 +125,8 @@ func (lw *lagWatch) lagOf(ctx context.Context, st store.Store, p *spec.Pipeline,
 		return out
 	}
 	since := lw.zeroAt
-	if since.IsZero() {
-		lw.zeroAt = readAt
+	if since.IsZero() || written != lw.written {
+		lw.zeroAt, lw.written = readAt, written
 		return out
 	}
 	out.CaughtUp = len(parts) > 0

@@ -97,4 +97,24 @@ func TestLagOf(t *testing.T) {
 	if l := lw.lagOf(ctx, st, sp, parts, b); !l.CaughtUp {
 		t.Fatalf("not caught up once every partition is quiet after the rows were consumed: %+v", l)
 	}
+	// A row written and consumed between two polls: the quiet statuses
+	// may predate it.
+	txn = store.NewTxn()
+	if err := ev.Append(txn, 1, weir.Row{"key": "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Commit(ctx, txn); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.CommitConsumer(ctx, "counter", 1, 4); err != nil {
+		t.Fatal(err)
+	}
+	if l := lw.lagOf(ctx, st, sp, parts, b); l.CaughtUp {
+		t.Fatalf("caught up on statuses that may predate a row written since: %+v", l)
+	}
+	time.Sleep(time.Millisecond)
+	post(true)
+	if l := lw.lagOf(ctx, st, sp, parts, b); !l.CaughtUp {
+		t.Fatalf("not caught up once quiet after the new row was read consumed: %+v", l)
+	}
 }
