@@ -300,7 +300,7 @@ func BenchmarkTableCodec(b *testing.B) {
 		codec, _ := parquetCodec("snappy")
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if err := writeParquet(io.Discard, cols, codec, rows, nil); err != nil {
+			if err := writeParquet(io.Discard, cols, codec, rowsOf(rows), nil); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -143,19 +143,21 @@ func (c *lineCounter) total() int64 {
 }
 
 // writeJSONL writes the payloads of rows as JSON Lines to w.
-func writeJSONL(w io.Writer, rows []*pending) error {
+func writeJSONL(w io.Writer, rows rowSource) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	var line []byte
-	for _, p := range rows {
+	err := rows(func(p *pending) error {
 		var err error
 		line, err = codec.AppendRowJSON(line[:0], p.msg.Payload)
 		if err != nil {
 			return fmt.Errorf("%w: message %s: %w", errRowRefused, p.msg.ID, err)
 		}
 		line = append(line, '\n')
-		if _, err := bw.Write(line); err != nil {
-			return err
-		}
+		_, err = bw.Write(line)
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	return bw.Flush()
 }

@@ -740,10 +740,10 @@ func typeOfValue(v any) ColumnType {
 // uint64 fits, a column holding integers and floats is double; other
 // mixtures are an error naming the column. A column that is always null
 // is a string column.
-func inferColumns(rows []*pending) ([]Column, error) {
+func inferColumns(rows rowSource) ([]Column, error) {
 	types := map[string]ColumnType{}
 	bigUint := map[string]bool{}
-	for _, p := range rows {
+	err := rows(func(p *pending) error {
 		for k, v := range p.msg.Payload {
 			if v == nil {
 				if _, ok := types[k]; !ok {
@@ -764,9 +764,13 @@ func inferColumns(rows []*pending) ([]Column, error) {
 			case (isIntType(prev) || prev == ColDouble) && (isIntType(t) || t == ColDouble):
 				types[k] = ColDouble
 			default:
-				return nil, fmt.Errorf("%w: column %q holds both %s and %s values (message %s); declare its type in columns", errRowRefused, k, prev, t, p.msg.ID)
+				return fmt.Errorf("%w: column %q holds both %s and %s values (message %s); declare its type in columns", errRowRefused, k, prev, t, p.msg.ID)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	cols := make([]Column, 0, len(types))
 	for k, t := range types {
@@ -833,7 +837,7 @@ func parquetCodec(name string) (compress.Codec, bool) {
 // file to w, with key-value metadata meta. cols must be sorted by name.
 // A value that does not fit its column is an error naming the column and
 // the message.
-func writeParquet(w io.Writer, cols []Column, codec compress.Codec, rows []*pending, meta map[string]string) error {
+func writeParquet(w io.Writer, cols []Column, codec compress.Codec, rows rowSource, meta map[string]string) error {
 	opts := []pq.WriterOption{parquetSchema(cols), pq.Compression(codec), pq.CreatedBy("weir", "", "")}
 	keys := make([]string, 0, len(meta))
 	for k := range meta {
@@ -859,7 +863,7 @@ func writeParquet(w io.Writer, cols []Column, codec compress.Codec, rows []*pend
 		buf, values = buf[:0], values[:0]
 		return err
 	}
-	for _, p := range rows {
+	err := rows(func(p *pending) error {
 		start, present := len(values), 0
 		for i, c := range cols {
 			raw, ok := p.msg.Payload[c.Name]
@@ -885,10 +889,12 @@ func writeParquet(w io.Writer, cols []Column, codec compress.Codec, rows []*pend
 		}
 		buf = append(buf, pq.Row(values[start:len(values):len(values)]))
 		if len(buf) == chunk {
-			if err := flush(); err != nil {
-				return err
-			}
+			return flush()
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if err := flush(); err != nil {
 		return err

@@ -53,6 +53,23 @@ type pending struct {
 	weight int
 }
 
+// rowSource hands a table's rows to yield, in order, and stops at the
+// first error (which it returns). A published table's rows come from the
+// spool as they are read, so that a table is never all in memory.
+type rowSource func(yield func(p *pending) error) error
+
+// rowsOf is the rowSource of rows.
+func rowsOf(rows []*pending) rowSource {
+	return func(yield func(*pending) error) error {
+		for _, p := range rows {
+			if err := yield(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 // openSlot is the table being filled: its rows for slot, in arrival
 // order, are in the spool (spool.go) and in Sink.unstored.
 type openSlot struct {
@@ -520,12 +537,14 @@ func (s *Sink) emptySlots(slot, now time.Time) []time.Time {
 	return out
 }
 
-// preparedTable is a table written to a temporary file.
+// preparedTable is a table written to a temporary file: rows rows, the
+// first and last of which are first and last.
 type preparedTable struct {
-	temp  TempFile
-	slot  time.Time
-	rows  []*pending
-	bytes int64
+	temp        TempFile
+	slot        time.Time
+	rows        int64
+	first, last *weir.Message
+	bytes       int64
 }
 
 // publish writes the open table and publishes it with its frontier in one
@@ -562,21 +581,17 @@ func (s *Sink) publish(ctx context.Context, now time.Time) error {
 		}
 	}()
 	for {
-		stored, err := s.spooledRows(ctx)
-		if err != nil {
-			return err
-		}
 		_, unstored := s.uncovered(s.unstored)
-		s.mReplayed.Add(float64(len(s.unstored) - len(unstored)))
-		rows := append(stored, unstored...)
-		if len(rows) == 0 {
+		if s.spoolHigh <= s.base.MessageID && len(unstored) == 0 {
+			s.mReplayed.Add(float64(len(s.unstored)))
 			return nil
 		}
-		moved, err := s.publishOnce(ctx, t, rows, now)
+		moved, err := s.publishOnce(ctx, t, s.tableRows(ctx, unstored), now)
 		if err != nil {
 			return err
 		}
 		if !moved {
+			s.mReplayed.Add(float64(len(s.unstored) - len(unstored)))
 			s.mPublish.Observe(time.Since(start).Seconds())
 			return nil
 		}
@@ -584,13 +599,38 @@ func (s *Sink) publish(ctx context.Context, now time.Time) error {
 	}
 }
 
+// tableRows is the open table's rows above the frontier: the spooled
+// ones, read from the spool as they are handed on, then unstored.
+func (s *Sink) tableRows(ctx context.Context, unstored []*pending) rowSource {
+	return func(yield func(*pending) error) error {
+		if s.spoolHigh > s.base.MessageID {
+			high := s.spoolHigh
+			var yerr error
+			err := s.scanSpool(ctx, s.base.MessageID, true, func(id msgid.ID, ts store.Timestamp, w int, row weir.Row) bool {
+				if id > high {
+					return false
+				}
+				yerr = yield(&pending{msg: &weir.Message{ID: id, SystemTimestamp: ts, Payload: row}, weight: w})
+				return yerr == nil
+			})
+			if yerr != nil {
+				return yerr
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return rowsOf(unstored)(yield)
+	}
+}
+
 // publishOnce runs the publish steps once; moved reports that the
 // frontier had moved and nothing was published.
-func (s *Sink) publishOnce(ctx context.Context, t *openSlot, rows []*pending, now time.Time) (moved bool, err error) {
+func (s *Sink) publishOnce(ctx context.Context, t *openSlot, rows rowSource, now time.Time) (moved bool, err error) {
 	cols := s.p.Columns
 	if s.p.format == Parquet {
 		if len(cols) == 0 {
-			if cols, err = inferColumns(rows); err != nil {
+			if cols, err = inferColumns(rows); err != nil { // a first pass
 				return false, fmt.Errorf("%s: output directory %s: %w; %s", s.path, s.dir.Path(), err, rowRefusedHint)
 			}
 		} else {
@@ -608,7 +648,7 @@ func (s *Sink) publishOnce(ctx context.Context, t *openSlot, rows []*pending, no
 		}
 	}()
 	for _, slot := range s.emptySlots(t.slot, now) {
-		e, err := s.prepare(slot, nil, cols)
+		e, err := s.prepare(slot, rowsOf(nil), cols)
 		if err != nil {
 			return false, err
 		}
@@ -638,10 +678,15 @@ func (s *Sink) publishOnce(ctx context.Context, t *openSlot, rows []*pending, no
 		s.base = f
 		return true, nil
 	}
+	if data.rows == 0 {
+		// The spool should hold rows up to spoolHigh above the frontier,
+		// and only a publish that moves the frontier deletes them.
+		return false, fmt.Errorf("%s: %w: the open table's spooled rows of partition %s (after %q, up to %q) are missing from the pipeline's store", s.path, ErrProgressLost, s.part, s.base.MessageID, s.spoolHigh)
+	}
 	ttl := s.p.TableTTL.Std()
 	var names []string
 	for _, pt := range tables {
-		if len(pt.rows) == 0 && m.hasSlot(pt.slot) {
+		if pt.rows == 0 && m.hasSlot(pt.slot) {
 			continue // another partition filled the slot
 		}
 		name := tableName(pt.slot, m.NextTable, s.p.format)
@@ -652,15 +697,15 @@ func (s *Sink) publishOnce(ctx context.Context, t *openSlot, rows []*pending, no
 		}
 		pt.temp = nil
 		names = append(names, name)
-		mt := manifestTable{Name: name, Slot: pt.slot, Partition: s.part, Rows: int64(len(pt.rows)), Bytes: pt.bytes,
+		mt := manifestTable{Name: name, Slot: pt.slot, Partition: s.part, Rows: pt.rows, Bytes: pt.bytes,
 			Created: now.UTC(), Expires: later(pt.slot, now).Add(ttl).UTC()}
-		if len(pt.rows) > 0 {
-			mt.FirstID, mt.LastID = pt.rows[0].msg.ID, pt.rows[len(pt.rows)-1].msg.ID
+		if pt.rows > 0 {
+			mt.FirstID, mt.LastID = pt.first.ID, pt.last.ID
 		}
 		m.Tables = append(m.Tables, mt)
 	}
 	crashAt(CrashTablePublished)
-	last := data.rows[len(data.rows)-1].msg
+	last := data.last
 	nf := frontier{SystemTimestamp: last.SystemTimestamp, MessageID: last.ID, LastSlot: t.slot}
 	m.Frontiers[s.part] = nf
 	gone := m.expire(now)
@@ -673,10 +718,10 @@ func (s *Sink) publishOnce(ctx context.Context, t *openSlot, rows []*pending, no
 	s.removeExpired(gone)
 	s.nextExpiry = m.nextExpiry()
 	s.toRecord = nf.MessageID
-	s.mRows.Add(float64(len(data.rows)))
+	s.mRows.Add(float64(data.rows))
 	for _, pt := range tables {
 		s.mBytes.Add(float64(pt.bytes))
-		if len(pt.rows) == 0 {
+		if pt.rows == 0 {
 			s.mEmpty.Inc()
 		}
 	}
@@ -700,17 +745,28 @@ func later(a, b time.Time) time.Time {
 }
 
 // prepare writes rows as a table of slot into a synced temporary file.
-func (s *Sink) prepare(slot time.Time, rows []*pending, cols []Column) (*preparedTable, error) {
+func (s *Sink) prepare(slot time.Time, rows rowSource, cols []Column) (*preparedTable, error) {
 	tf, err := s.dir.CreateTemp(s.tag, s.p.format.Ext())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.path, err)
 	}
 	cw := &countWriter{w: &crashWriter{TempFile: tf}}
+	pt := &preparedTable{temp: tf, slot: slot}
+	counted := func(yield func(*pending) error) error {
+		return rows(func(p *pending) error {
+			if pt.rows == 0 {
+				pt.first = p.msg
+			}
+			pt.rows++
+			pt.last = p.msg
+			return yield(p)
+		})
+	}
 	if s.p.format == Parquet {
 		meta := map[string]string{"weir.sink": s.path, "weir.partition": s.part, "weir.slot": slot.UTC().Format(time.RFC3339)}
-		err = writeParquet(cw, cols, s.codec, rows, meta)
+		err = writeParquet(cw, cols, s.codec, counted, meta)
 	} else {
-		err = writeJSONL(cw, rows)
+		err = writeJSONL(cw, counted)
 	}
 	if err == nil {
 		err = tf.Commit()
@@ -722,7 +778,8 @@ func (s *Sink) prepare(slot time.Time, rows []*pending, cols []Column) (*prepare
 		}
 		return nil, fmt.Errorf("%s: table of slot %s: %w", s.path, slot.Format(time.RFC3339), err)
 	}
-	return &preparedTable{temp: tf, slot: slot, rows: rows, bytes: cw.n}, nil
+	pt.bytes = cw.n
+	return pt, nil
 }
 
 // expireNow removes expired tables outside a publish.

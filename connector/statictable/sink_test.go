@@ -2,6 +2,7 @@ package statictable
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -228,5 +229,41 @@ func TestSpooledRowsLeaveTheOutbox(t *testing.T) {
 	})
 	if n != 0 {
 		t.Errorf("%d rows left in the spool", n)
+	}
+}
+
+// TestSinkJSONLTablesFromSpool: JSON Lines tables are written from the
+// spool as Parquet ones are — every message once, across restarts.
+func TestSinkJSONLTablesFromSpool(t *testing.T) {
+	s := newSim(t, map[string]any{"max_row_count": 40, "format": "jsonl"})
+	withCrash(t, CrashTempComplete, 2)
+	if crashes := s.run(200, 15, 3*time.Second); crashes != 1 {
+		t.Fatalf("%d crashes, want 1", crashes)
+	}
+	m, ok, err := readManifestFile(s.out)
+	if err != nil || !ok {
+		t.Fatalf("manifest: %v %v", ok, err)
+	}
+	seen := map[int64]int{}
+	for _, tb := range m.Tables {
+		b, err := os.ReadFile(filepath.Join(s.out, tb.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if line == "" {
+				continue
+			}
+			var r struct{ N int64 }
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("%s: %q: %v", tb.Name, line, err)
+			}
+			seen[r.N]++
+		}
+	}
+	for i := int64(1); i <= 200; i++ {
+		if seen[i] != 1 {
+			t.Errorf("message %d is in the output %d times", i, seen[i])
+		}
 	}
 }

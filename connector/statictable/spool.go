@@ -59,8 +59,9 @@ func spoolHeader(v []byte) (ts store.Timestamp, weight int, rest []byte, err err
 }
 
 // scanSpool calls fn for each spooled row with an id above after, in id
-// order; payload is nil unless rows (the payload is decoded only then).
-func (s *Sink) scanSpool(ctx context.Context, after msgid.ID, rows bool, fn func(id msgid.ID, ts store.Timestamp, weight int, payload weir.Row)) error {
+// order, until fn returns false; payload is nil unless rows (the payload
+// is decoded only then).
+func (s *Sink) scanSpool(ctx context.Context, after msgid.ID, rows bool, fn func(id msgid.ID, ts store.Timestamp, weight int, payload weir.Row) bool) error {
 	prefix := s.spoolPrefix()
 	lo := prefix
 	if after != "" {
@@ -81,8 +82,7 @@ func (s *Sink) scanSpool(ctx context.Context, after msgid.ID, rows bool, fn func
 				return false
 			}
 		}
-		fn(id, ts, w, row)
-		return true
+		return fn(id, ts, w, row)
 	})
 	if err == nil {
 		err = ferr
@@ -99,11 +99,11 @@ func (s *Sink) scanSpool(ctx context.Context, after msgid.ID, rows bool, fn func
 // with ids at or below the spool's last are in it already (Distribute).
 func (s *Sink) loadSpool(ctx context.Context) error {
 	now := s.now()
-	return s.scanSpool(ctx, "", false, func(id msgid.ID, ts store.Timestamp, w int, _ weir.Row) {
+	return s.scanSpool(ctx, "", false, func(id msgid.ID, ts store.Timestamp, w int, _ weir.Row) bool {
 		s.spoolHigh = id
 		if id <= s.base.MessageID {
 			s.spoolDrop = id
-			return
+			return true
 		}
 		if s.open == nil {
 			s.open = &openSlot{slot: s.tableSlot(ts)}
@@ -111,20 +111,6 @@ func (s *Sink) loadSpool(ctx context.Context) error {
 		s.open.rows++
 		s.open.weight += int64(w)
 		s.open.lastArrival = now
+		return true
 	})
-}
-
-// spooledRows reads back the open table's spooled rows above the
-// partition's frontier, for publishing.
-func (s *Sink) spooledRows(ctx context.Context) ([]*pending, error) {
-	var out []*pending
-	if s.spoolHigh <= s.base.MessageID {
-		return nil, nil
-	}
-	err := s.scanSpool(ctx, s.base.MessageID, true, func(id msgid.ID, ts store.Timestamp, w int, row weir.Row) {
-		if id <= s.spoolHigh {
-			out = append(out, &pending{msg: &weir.Message{ID: id, SystemTimestamp: ts, Payload: row}, weight: w})
-		}
-	})
-	return out, err
 }
