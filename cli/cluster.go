@@ -228,6 +228,7 @@ func runController(o *Options, args []string) error {
 	id := fs.String("id", "", "controller name (default: host name and PID)")
 	admin := fs.String("admin", "127.0.0.1:0", "admin API listen address")
 	leaseTimeout := fs.Duration("lease-timeout", 5*time.Second, "leadership lease timeout (a standby takes over within it)")
+	forget := fs.Duration("forget-workers-after", cluster.DefaultForgetWorkersAfter, "remove the registration of a worker that answered no heartbeat for this long (a worker cut off that long registers again when it can)")
 	verbose := fs.Bool("v", false, "log controller events")
 	sf := addSecurityFlags(fs)
 	if err := parseNoArgs(fs, args); err != nil {
@@ -238,6 +239,9 @@ func runController(o *Options, args []string) error {
 	}
 	if *leaseTimeout <= 0 {
 		return usageErr(fs, "--lease-timeout %s must be positive", *leaseTimeout)
+	}
+	if *forget <= 0 {
+		return usageErr(fs, "--forget-workers-after %s must be positive", *forget)
 	}
 	sec, err := sf.security(*admin)
 	if err != nil {
@@ -296,7 +300,7 @@ func runController(o *Options, args []string) error {
 	for {
 		state, err := cluster.RunController(ctx, cluster.ControllerConfig{ID: *id, Admin: ln.Addr().String(), Store: st,
 			SpecName: *specPath, SpecText: text, Classes: o.Classes, Connectors: o.Connectors, Dial: sf.dial(sec),
-			LeaseTimeout: *leaseTimeout, Logf: logf, Warnf: logger.Printf, Elected: a.set})
+			LeaseTimeout: *leaseTimeout, ForgetWorkersAfter: *forget, Logf: logf, Warnf: logger.Printf, Elected: a.set})
 		a.set(nil)
 		switch {
 		case errors.Is(err, cluster.ErrDeposed):

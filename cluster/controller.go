@@ -40,6 +40,10 @@ type ControllerConfig struct {
 	LeaseTimeout time.Duration
 	// Poll: how often a standby looks at the leader row (default 500ms).
 	Poll time.Duration
+	// ForgetWorkersAfter: the registration of a worker that answers no
+	// heartbeat for this long is removed (default
+	// DefaultForgetWorkersAfter; registrationGC).
+	ForgetWorkersAfter time.Duration
 	// Pool's periods (see PoolConfig).
 	SyncPeriod, CallTimeout, RefreshPeriod time.Duration
 	Logf, Warnf                            func(format string, args ...any)
@@ -131,6 +135,7 @@ func RunController(ctx context.Context, cfg ControllerConfig) (controller.State,
 	pool.SetController(eng.Controller(), eng.Plan())
 	go pool.Run(lctx)
 	go keeper.run(lctx, st, pool, countersPeriod, cfg.Logf)
+	go forgetWorkers(lctx, st, pool, cfg.ForgetWorkersAfter, cfg.Warnf)
 	if cfg.Elected != nil {
 		cfg.Elected(&Active{Engine: eng, Pool: pool, Leadership: l})
 	}
@@ -156,6 +161,32 @@ func RunController(ctx context.Context, cfg ControllerConfig) (controller.State,
 		err = ctx.Err()
 	}
 	return state, err
+}
+
+// forgetWorkers sweeps the registrations of silent workers (registrationGC)
+// until ctx ends: every tenth of after, at least every second and at most
+// every 30 s.
+func forgetWorkers(ctx context.Context, st store.Store, p *Pool, after time.Duration, warnf func(string, ...any)) {
+	if after <= 0 {
+		after = DefaultForgetWorkersAfter
+	}
+	g := &registrationGC{after: after, seen: map[Registration]time.Time{}}
+	t := time.NewTicker(min(max(after/10, time.Second), 30*time.Second))
+	defer t.Stop()
+	for {
+		removed, err := g.sweep(ctx, st, p, p.cfg.Store.Now())
+		for _, id := range removed {
+			warnf("worker %s answered no heartbeat for %v: its registration is removed", id, after)
+		}
+		if err != nil && ctx.Err() == nil {
+			p.cfg.Logf("cluster: sweep worker registrations: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // deposedOr returns ErrDeposed if the leadership was lost, else err.

@@ -51,12 +51,17 @@ type counterKeeper struct {
 	// counts are in the board's seed, and a heartbeat of the same life
 	// adds only what it counted beyond them.
 	carried map[string]lifeCounters
+	// heard are the lives of this term's pool as last stored: a worker
+	// that left the pool (its registration removed while it was cut off,
+	// registrationGC) and comes back with the same life is not counted
+	// twice.
+	heard map[string]lifeCounters
 }
 
 // loadCounters reads the counters row, seeds b with its totals and returns
 // the keeper of term.
 func loadCounters(ctx context.Context, st store.Store, b *board.Board, term uint64) (*counterKeeper, error) {
-	k := &counterKeeper{raw: st, term: term, carried: map[string]lifeCounters{}}
+	k := &counterKeeper{raw: st, term: term, carried: map[string]lifeCounters{}, heard: map[string]lifeCounters{}}
 	v, ok, err := st.Get(ctx, store.FlowState, []byte(countersKey))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: read the counters: %w", err)
@@ -81,13 +86,17 @@ func loadCounters(ctx context.Context, st store.Store, b *board.Board, term uint
 }
 
 // Baseline is PoolConfig.Baseline: the counts of worker id's life inc that
-// the board holds already (its stored counts, if that is the stored life),
-// once per worker: from then on the pool adds the life's growth.
+// the board holds already — its stored counts, if that is the stored life
+// (once per worker), or its counts at this term's last store, if the pool
+// dropped and re-added it — from which on the pool adds the life's growth.
 func (k *counterKeeper) Baseline(id string, inc uint64) map[string]board.Counters {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	l, ok := k.carried[id]
 	if !ok {
+		if h, ok := k.heard[id]; ok && h.Incarnation == inc {
+			return h.Counters
+		}
 		return nil
 	}
 	delete(k.carried, id) // heard: a stored life of another incarnation ended
@@ -122,6 +131,9 @@ func (k *counterKeeper) snapshot(p *Pool) counterRow {
 	}
 	total := p.cfg.Board.Counters()
 	k.mu.Lock()
+	for id, l := range row.Workers {
+		k.heard[id] = l
+	}
 	for id, l := range k.carried {
 		row.Workers[id] = l
 	}

@@ -73,10 +73,21 @@ func TestCountersCarryAcrossTerms(t *testing.T) {
 	}
 
 	// Term 3, nobody heard yet, then the same lives report again.
-	p3, _ := term(3, Registration{ID: "a", Incarnation: 2}, Registration{ID: "b", Incarnation: 1})
+	p3, k3 := term(3, Registration{ID: "a", Incarnation: 2}, Registration{ID: "b", Incarnation: 1})
 	heartbeat(p3, "a", 2, 4)
 	heartbeat(p3, "b", 1, 7)
 	if got := total(p3); got != 21 {
 		t.Fatalf("term 3 counts %d, want 21", got)
+	}
+	if err := k3.save(ctx, st, p3); err != nil {
+		t.Fatal(err)
+	}
+	// b's registration was removed while it was cut off (registrationGC),
+	// the pool dropped it; b registers again with the same life.
+	p3.removeGone([]Registration{{ID: "a", Incarnation: 2}})
+	p3.add(ctx, Registration{ID: "b", Incarnation: 1})
+	heartbeat(p3, "b", 1, 8)
+	if got := total(p3); got != 22 {
+		t.Fatalf("after b came back: %d, want 22 (its life counted once)", got)
 	}
 }
