@@ -392,7 +392,23 @@ func (w *Worker) Run(ctx context.Context) error {
 				j.h.Stop()
 			}
 		}
+		fenced := w.fenced
 		w.mu.Unlock()
+		if fenced {
+			w.registerAgain(ctx)
+		}
+	}
+}
+
+// registerAgain writes the worker's registration again if it is gone: a
+// controller removes the row of a worker it has not heard for a long time
+// (registrationGC), and one cut off that long is otherwise never heard of
+// again once the network heals.
+func (w *Worker) registerAgain(ctx context.Context) {
+	if ok, err := Registered(ctx, w.cfg.Store, w.cfg.ID); err == nil && !ok {
+		if err := Register(ctx, w.cfg.Store, Registration{ID: w.cfg.ID, Addr: w.cfg.Addr, Incarnation: w.incarnation}); err == nil {
+			w.cfg.Logf("cluster: worker %s: its registration was gone; registered again", w.cfg.ID)
+		}
 	}
 }
 
