@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,6 +49,20 @@ func TestDeposedControllerStandsBy(t *testing.T) {
 		t.Fatal(err)
 	}
 	old.cmd.Process.Signal(syscall.SIGCONT)
+	// Thawed, it must not present itself as the leader: its store says its
+	// lease is over (before, it answered "active": true with its old term
+	// until its engine wound down).
+	oldAdmin := regexp.MustCompile(`admin API at (\S+)`).FindStringSubmatch(old.out.String())[1]
+	var st0 struct {
+		Active      bool
+		Deposed     bool
+		Term        uint64
+		HighestTerm uint64 `json:"highest_term"`
+	}
+	getJSON(t, oldAdmin, "/status", &st0)
+	if st0.Active || (st0.Term != 0 && (!st0.Deposed || st0.HighestTerm != uint64(second.Lease))) {
+		t.Fatalf("the thawed controller's status: %+v; want inactive, deposed, highest term %d", st0, second.Lease)
+	}
 	eventually(t, "the old controller stands by again", func() bool {
 		return strings.Contains(old.out.String(), "standing by again")
 	})
