@@ -113,7 +113,8 @@ func (s *Store) Commit(ctx context.Context, txn *store.Txn) error {
 	// is reported durable after a lost one. Holding checkMu through the sync
 	// serialized every checked commit on its own fsync (one fsync per epoch
 	// of every job, instead of one shared by concurrent commits).
-	visible := func() { unlockSeqs(); unlockCheck() }
+	applied := false
+	visible := func() { applied = true; unlockSeqs(); unlockCheck() }
 	b := s.db.NewBatch()
 	defer b.Close()
 	for _, m := range txn.Mutations() {
@@ -149,7 +150,13 @@ func (s *Store) Commit(ctx context.Context, txn *store.Txn) error {
 			return fmt.Errorf("pebble store: commit: append: %w", err)
 		}
 		if err := s.applyThen(b, visible); err != nil {
-			undo() // the Store is broken now; keep the tails honest anyway
+			// The Store is broken now. If the batch never became visible,
+			// keep the tails honest anyway (the sequences are still locked);
+			// if it did (its sync failed), its rows are in the memtable and
+			// the tails already moved past them.
+			if !applied {
+				undo()
+			}
 			return err
 		}
 		return nil

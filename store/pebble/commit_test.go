@@ -53,7 +53,8 @@ func (h *heldSync) MaybeError(op errorfs.Op) error {
 // sync is held (A is visible then), and starts checked commit B, which
 // checks A's write. It returns A's and B's results once the sync is
 // released, and whether B became visible while A's sync was still held.
-func checkedCommitsSharingSync(t *testing.T, fail bool) (errA, errB error, bVisibleEarly bool) {
+// Both also append to one sequence when appends is set.
+func checkedCommitsSharingSync(t *testing.T, fail, appends bool) (errA, errB error, bVisibleEarly bool) {
 	t.Helper()
 	h := newHeldSync(fail)
 	s, err := Open("db", Options{FS: wrapFS(vfs.NewMem(), h), Logger: quietLogger})
@@ -62,11 +63,21 @@ func checkedCommitsSharingSync(t *testing.T, fail bool) (errA, errB error, bVisi
 	}
 	defer s.Close()
 	ctx := t.Context()
+	// An append's first commit writes the timestamp ceiling with a sync of
+	// its own: do that before the sync is held.
+	warm := store.NewTxn()
+	warm.Append(store.QueueRows, []byte("q"), []byte("row 0"))
+	if err := s.Commit(ctx, warm); err != nil {
+		t.Fatalf("warm-up commit: %v", err)
+	}
 	h.armed.Store(true)
 
 	a := store.NewTxn()
 	a.CheckAbsent(store.States, []byte("guard-a"))
 	a.Put(store.States, []byte("k"), []byte("a"))
+	if appends {
+		a.Append(store.QueueRows, []byte("q"), []byte("row a"))
+	}
 	doneA := make(chan error, 1)
 	go func() { doneA <- s.Commit(ctx, a) }()
 	select {
@@ -78,6 +89,9 @@ func checkedCommitsSharingSync(t *testing.T, fail bool) (errA, errB error, bVisi
 	b := store.NewTxn()
 	b.CheckValue(store.States, []byte("k"), []byte("a")) // A's write: visible, not yet durable
 	b.Put(store.States, []byte("k2"), []byte("b"))
+	if appends {
+		b.Append(store.QueueRows, []byte("q"), []byte("row b"))
+	}
 	doneB := make(chan error, 1)
 	go func() { doneB <- s.Commit(ctx, b) }()
 	// B needs no sync of its own to become visible; A's sync is still held.
@@ -98,28 +112,35 @@ func checkedCommitsSharingSync(t *testing.T, fail bool) (errA, errB error, bVisi
 // commit paid its own fsync in turn); both are durable once the sync
 // returns.
 func TestCheckedCommitsShareSync(t *testing.T) {
-	errA, errB, early := checkedCommitsSharingSync(t, false)
-	if errA != nil || errB != nil {
-		t.Fatalf("commit A: %v, commit B: %v; want both to succeed", errA, errB)
-	}
-	if !early {
-		t.Fatal("commit B became visible only after commit A's WAL sync returned: checked commits serialize on each other's fsync")
+	for _, appends := range []bool{false, true} {
+		errA, errB, early := checkedCommitsSharingSync(t, false, appends)
+		if errA != nil || errB != nil {
+			t.Fatalf("appends %v: commit A: %v, commit B: %v; want both to succeed", appends, errA, errB)
+		}
+		if !early {
+			t.Fatalf("appends %v: commit B became visible only after commit A's WAL sync returned: checked commits serialize on each other's fsync", appends)
+		}
 	}
 }
 
 // TestFailedSyncFailsLaterCheckedCommit: B checked A's write while A was
 // visible but not durable; A's sync fails, so neither may be reported
 // durable (A ambiguous; B ambiguous too, or refused by the broken store).
+// With appends, A's failure must not rewind the sequence B appended to
+// after A became visible (under -race: the tail written without its lock,
+// found by the chaos swarm's WAL faults).
 func TestFailedSyncFailsLaterCheckedCommit(t *testing.T) {
-	errA, errB, _ := checkedCommitsSharingSync(t, true)
-	var amb *store.AmbiguousError
-	if !errors.As(errA, &amb) {
-		t.Fatalf("commit A: %v, want an ambiguous error", errA)
-	}
-	if errB == nil {
-		t.Fatal("commit B succeeded after the sync that made commit A durable failed: B's check read data that may be lost")
-	}
-	if !errors.As(errB, &amb) && !errors.Is(errB, ErrBroken) {
-		t.Fatalf("commit B: %v, want an ambiguous error or ErrBroken", errB)
+	for _, appends := range []bool{false, true} {
+		errA, errB, _ := checkedCommitsSharingSync(t, true, appends)
+		var amb *store.AmbiguousError
+		if !errors.As(errA, &amb) {
+			t.Fatalf("appends %v: commit A: %v, want an ambiguous error", appends, errA)
+		}
+		if errB == nil {
+			t.Fatalf("appends %v: commit B succeeded after the sync that made commit A durable failed: B's check read data that may be lost", appends)
+		}
+		if !errors.As(errB, &amb) && !errors.Is(errB, ErrBroken) {
+			t.Fatalf("appends %v: commit B: %v, want an ambiguous error or ErrBroken", appends, errB)
+		}
 	}
 }
