@@ -354,11 +354,15 @@ func (a *clusterAdmin) set(act *cluster.Active) {
 }
 
 // newConsole returns the console of the pipeline sp: the active
-// controller's engine and workers while this controller leads.
+// controller's engine and workers while this controller leads (not once
+// its leadership is known lost, while its engine winds down).
 func (a *clusterAdmin) newConsole(sp *spec.Pipeline) *console {
 	active := func() *cluster.Active {
 		a.mu.Lock()
 		defer a.mu.Unlock()
+		if a.active != nil && a.active.Leadership.Err() != nil {
+			return nil
+		}
 		return a.active
 	}
 	return newConsole(consoleTarget{mode: "controller", spec: sp, store: a.st,

@@ -105,6 +105,8 @@ func TestControllerStatusDeposed(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := newClusterAdmin(wire.Security{Token: "s3cret-s3cret-s3cret"}, st, sp)
+	a.console = a.newConsole(sp)
+	defer a.console.stop()
 	a.set(&cluster.Active{Engine: eng, Pool: pool, Leadership: l})
 	call := func(path string) *httptest.ResponseRecorder {
 		t.Helper()
@@ -148,6 +150,10 @@ func TestControllerStatusDeposed(t *testing.T) {
 	case <-l.Lost():
 	default:
 		t.Fatal("the deposed controller's leadership goes on")
+	}
+	var cd struct{ Active bool }
+	if err := json.Unmarshal(call("/console/data").Body.Bytes(), &cd); err != nil || cd.Active {
+		t.Fatalf("the deposed controller's console says active: %v", err)
 	}
 	m = call("/metrics").Body.String()
 	if !strings.Contains(m, "weir_controller_active 0\n") || !strings.Contains(m, fmt.Sprintf("weir_controller_term %s\n", strconv.FormatFloat(float64(next.Term()), 'g', -1, 64))) || strings.Contains(m, "weir_pipeline_state") {
