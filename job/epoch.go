@@ -191,7 +191,7 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 
 	// 7–9. Dedup ids, outputs, timers.
 	txn := store.NewTxn(j.cfg.Lease)
-	txn.Grow(j.lastTxnLen)
+	txn.Grow(j.txnHint)
 	j.inputs.register(txn)
 	outs, lineage, err := j.materialize(d.TS, emits)
 	if err != nil {
@@ -232,7 +232,9 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 		return nil, err
 	}
 	j.ext.sync(txn)
-	j.lastTxnLen = txn.Len()
+	// Epochs vary in size: the hint follows a large one at once and
+	// decays slowly after it.
+	j.txnHint = max(txn.Len(), j.txnHint-j.txnHint/8)
 	d.Txn = txn
 	d.Commit = !j.comp.Swift() || !txn.Empty() || j.tx.probeDue()
 	return d, nil

@@ -61,6 +61,8 @@ type sourceReader struct {
 
 	maxEvent     time.Time
 	lastRecordAt time.Time
+	// idBuf is messages' buffer for a batch's ids, reused.
+	idBuf []byte
 }
 
 // memRange says offsets in [from, to) got sequence number seq.
@@ -189,7 +191,7 @@ func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Mess
 	// One block for the batch's messages, one buffer (then one string) for
 	// their ids.
 	slab := make([]weir.Message, len(b.records))
-	var idBuf []byte
+	idBuf := r.idBuf[:0] // becomes one string below: reusable after
 	ends := make([]int, 0, len(b.records))
 	now := r.j.st.Now()
 	for i, rec := range b.records {
@@ -227,6 +229,7 @@ func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Mess
 		out = append(out, m)
 	}
 	ids := string(idBuf)
+	r.idBuf = idBuf[:0]
 	from := 0
 	var offsets []connector.Offset
 	if r.swift {

@@ -218,7 +218,10 @@ func (a *attachment) Fetch(maxRows, maxBytes int) []Delivery {
 	if b.generation != a.generation {
 		return nil
 	}
-	var out []Delivery
+	if b.cursor >= len(b.entries) {
+		return nil
+	}
+	out := make([]Delivery, 0, min(maxRows, len(b.entries)-b.cursor))
 	bytes := 0
 	for b.cursor < len(b.entries) && len(out) < maxRows {
 		e := b.entries[b.cursor]

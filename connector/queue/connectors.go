@@ -99,7 +99,7 @@ func (sp *sourcePartition) Read(ctx context.Context, from connector.Offset, maxR
 	if err != nil {
 		return connector.Batch{}, err
 	}
-	b := connector.Batch{Next: from}
+	b := connector.Batch{Next: from, Records: make([]connector.Record, 0, len(rows))}
 	bytes := 0
 	for _, r := range rows {
 		size := 64

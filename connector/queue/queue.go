@@ -413,6 +413,9 @@ func (q *Queue) Read(ctx context.Context, p int, from uint64, limit int) ([]Row,
 	lo := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), from)
 	hi := append(append([]byte(nil), prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
 	var out []Row
+	if limit > 0 {
+		out = make([]Row, 0, min(limit, 4096))
+	}
 	var derr error
 	err := q.st.Scan(ctx, store.Range{Table: store.QueueRows, Lo: lo, Hi: hi, Limit: limit}, func(k, v []byte) bool {
 		r, err := decodeRow(p, k[len(prefix):], v)
