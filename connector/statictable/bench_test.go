@@ -233,7 +233,11 @@ func BenchmarkParquetWrite(b *testing.B) {
 				for _, m := range msgs[min(j, len(msgs)):min(j+epoch, len(msgs))] {
 					sk.Distribute(m, func(error) { acked++ })
 				}
-				if err := sk.Sync(ctx, store.NewTxn()); err != nil {
+				txn := store.NewTxn() // the epoch transaction: the spool and the state
+				if err := sk.Sync(ctx, txn); err != nil {
+					b.Fatal(err)
+				}
+				if err := st.Commit(ctx, txn); err != nil {
 					b.Fatal(err)
 				}
 				if j >= len(msgs) {

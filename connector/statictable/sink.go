@@ -122,6 +122,7 @@ type Sink struct {
 	// spoolHigh is the last id in the spool (committed, or in the epoch
 	// transaction being built); spoolDrop, if set, the last id of the
 	// spooled rows that are published, which the next Sync deletes.
+	spool                []byte // the spool's key prefix
 	spoolHigh, spoolDrop msgid.ID
 	// toRecord is the frontier of the last publish, which the next Sync
 	// records as the pipeline's (recordedID).
@@ -179,6 +180,7 @@ func NewSink(sp connector.SinkParams, o Options) (*Sink, error) {
 // files) and expired tables, and takes the partition's frontier.
 func (s *Sink) Init(ctx context.Context, sc connector.SinkContext) error {
 	s.sc, s.part = sc, sc.PartitionID
+	s.spool = spoolPrefix(s.path, s.part)
 	s.now = sc.Store.Now
 	h := fnv.New32a()
 	h.Write([]byte(s.part))
@@ -331,13 +333,11 @@ func (s *Sink) Sync(_ context.Context, txn *store.Txn) error {
 	if err := s.Failure(); err != nil {
 		return err
 	}
-	for _, p := range s.unstored {
-		v, err := encodeSpoolRow(p)
-		if err != nil {
-			return fmt.Errorf("%s: spool message %s: %w", s.path, p.msg.ID, err)
-		}
-		txn.Put(catalogTable, s.spoolKey(p.msg.ID), v)
-		s.spoolHigh = p.msg.ID
+	if err := s.appendSpoolRows(txn, s.unstored); err != nil {
+		return err
+	}
+	if len(s.unstored) > 0 {
+		s.spoolHigh = s.unstored[len(s.unstored)-1].msg.ID
 	}
 	s.stored = append(s.stored, s.unstored...)
 	s.unstored = nil
@@ -538,12 +538,14 @@ func (s *Sink) emptySlots(slot, now time.Time) []time.Time {
 }
 
 // preparedTable is a table written to a temporary file: rows rows, the
-// first and last of which are first and last.
+// first and last of which have ids first and last (last's
+// SystemTimestamp lastTS).
 type preparedTable struct {
 	temp        TempFile
 	slot        time.Time
 	rows        int64
-	first, last *weir.Message
+	first, last msgid.ID
+	lastTS      store.Timestamp
 	bytes       int64
 }
 
@@ -606,11 +608,16 @@ func (s *Sink) tableRows(ctx context.Context, unstored []*pending) rowSource {
 		if s.spoolHigh > s.base.MessageID {
 			high := s.spoolHigh
 			var yerr error
+			// One row at a time: yield keeps nothing of the row but its
+			// values (the writers copy them, or the payload's own strings).
+			var msg weir.Message
+			p := &pending{msg: &msg}
 			err := s.scanSpool(ctx, s.base.MessageID, true, func(id msgid.ID, ts store.Timestamp, w int, row weir.Row) bool {
 				if id > high {
 					return false
 				}
-				yerr = yield(&pending{msg: &weir.Message{ID: id, SystemTimestamp: ts, Payload: row}, weight: w})
+				msg.ID, msg.SystemTimestamp, msg.Payload, p.weight = id, ts, row, w
+				yerr = yield(p)
 				return yerr == nil
 			})
 			if yerr != nil {
@@ -700,13 +707,12 @@ func (s *Sink) publishOnce(ctx context.Context, t *openSlot, rows rowSource, now
 		mt := manifestTable{Name: name, Slot: pt.slot, Partition: s.part, Rows: pt.rows, Bytes: pt.bytes,
 			Created: now.UTC(), Expires: later(pt.slot, now).Add(ttl).UTC()}
 		if pt.rows > 0 {
-			mt.FirstID, mt.LastID = pt.first.ID, pt.last.ID
+			mt.FirstID, mt.LastID = pt.first, pt.last
 		}
 		m.Tables = append(m.Tables, mt)
 	}
 	crashAt(CrashTablePublished)
-	last := data.last
-	nf := frontier{SystemTimestamp: last.SystemTimestamp, MessageID: last.ID, LastSlot: t.slot}
+	nf := frontier{SystemTimestamp: data.lastTS, MessageID: data.last, LastSlot: t.slot}
 	m.Frontiers[s.part] = nf
 	gone := m.expire(now)
 	if err := s.dir.WriteManifest(m.encode()); err != nil {
@@ -755,10 +761,10 @@ func (s *Sink) prepare(slot time.Time, rows rowSource, cols []Column) (*prepared
 	counted := func(yield func(*pending) error) error {
 		return rows(func(p *pending) error {
 			if pt.rows == 0 {
-				pt.first = p.msg
+				pt.first = p.msg.ID
 			}
 			pt.rows++
-			pt.last = p.msg
+			pt.last, pt.lastTS = p.msg.ID, p.msg.SystemTimestamp
 			return yield(p)
 		})
 	}

@@ -28,20 +28,43 @@ import (
 // Value: uvarint SystemTimestamp, uvarint data weight, then the payload
 // (codec row).
 
-func (s *Sink) spoolPrefix() []byte {
-	return codec.AppendString(codec.AppendString([]byte("spool/"), s.path), s.part)
+func spoolPrefix(path, part string) []byte {
+	return codec.AppendString(codec.AppendString([]byte("spool/"), path), part)
 }
 
-func (s *Sink) spoolKey(id msgid.ID) []byte { return append(s.spoolPrefix(), id...) }
+// spoolPrefix is the partition's spool prefix (set by Init).
+func (s *Sink) spoolPrefix() []byte { return s.spool }
+
+func (s *Sink) spoolKey(id msgid.ID) []byte {
+	return append(append(make([]byte, 0, len(s.spool)+len(id)+1), s.spool...), id...)
+}
 
 // spoolThrough is the end of the spool's range holding the ids at or
 // below id: the smallest key above id's.
 func (s *Sink) spoolThrough(id msgid.ID) []byte { return append(s.spoolKey(id), 0) }
 
-func encodeSpoolRow(p *pending) ([]byte, error) {
-	b := binary.AppendUvarint(nil, uint64(p.msg.SystemTimestamp))
-	b = binary.AppendUvarint(b, uint64(p.weight))
-	return codec.AppendRow(b, p.msg.Payload)
+// appendSpoolRows appends the spool keys and values of rows to buf (one
+// block for an epoch's rows: the transaction keeps the slices) and puts
+// them into txn.
+func (s *Sink) appendSpoolRows(txn *store.Txn, rows []*pending) error {
+	var buf []byte
+	for _, p := range rows {
+		if cap(buf)-len(buf) < len(s.spool)+len(p.msg.ID)+64 {
+			buf = make([]byte, 0, max(64<<10, 2*(len(s.spool)+len(p.msg.ID)+64)))
+		}
+		start := len(buf)
+		buf = append(append(buf, s.spool...), p.msg.ID...)
+		key := buf[start:len(buf):len(buf)]
+		start = len(buf)
+		buf = binary.AppendUvarint(buf, uint64(p.msg.SystemTimestamp))
+		buf = binary.AppendUvarint(buf, uint64(p.weight))
+		var err error
+		if buf, err = codec.AppendRow(buf, p.msg.Payload); err != nil {
+			return fmt.Errorf("%s: spool message %s: %w", s.path, p.msg.ID, err)
+		}
+		txn.Put(catalogTable, key, buf[start:len(buf):len(buf)])
+	}
+	return nil
 }
 
 // spoolHeader decodes a spool value's SystemTimestamp and weight; rest is
