@@ -94,7 +94,53 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 	j.decideStart = time.Now() // for the status's EpochStats
 	j.epochCount++
 	d := &Decision{}
-	// 1. Control: watermarks and draining.
+	ctl := j.takeControl()
+	blocked := j.backpressure(ctl)
+	msgs, fired, err := j.fetch(ctx, d, ctl, blocked)
+	if err != nil {
+		return nil, err
+	}
+	if !j.hasWork(d, msgs, fired) {
+		return j.idle(ctx, d)
+	}
+	// 4. The epoch's unique timestamp (sequence number).
+	if d.TS, err = j.st.Timestamp(ctx); err != nil {
+		return nil, err
+	}
+	if d.srcBatch != nil {
+		msgs = j.src.messages(d.srcBatch, d.TS)
+	}
+	d.result.Fetched = len(msgs)
+	if err := j.dedup(ctx, d, msgs); err != nil {
+		return nil, err
+	}
+	// 6. User code, grouped by key: timers, then messages.
+	dl := j.deadLettered
+	emits, err := j.process(ctx, d.TS, d.Fresh, fired)
+	if err != nil {
+		return nil, err
+	}
+	d.result.DeadLettered = int(j.deadLettered - dl)
+	txn := store.NewTxn(j.cfg.Lease)
+	txn.Grow(j.txnHint)
+	if err := j.record(d, txn, emits); err != nil {
+		return nil, err
+	}
+	if err := j.prepare(ctx, txn); err != nil {
+		return nil, err
+	}
+	// Epochs vary in size: the hint follows a large one at once and
+	// decays slowly after it.
+	j.txnHint = max(txn.Len(), j.txnHint-j.txnHint/8)
+	d.Txn = txn
+	d.Commit = !j.comp.Swift() || !txn.Empty() || j.tx.probeDue()
+	return d, nil
+}
+
+// takeControl is Decide's step 1: the controller's watermarks and draining
+// flag, acknowledgements that arrived, and (at a source) the source records
+// their delivered Swift outputs release.
+func (j *Job) takeControl() board.Control {
 	ctl := j.cfg.Board.Control(j.comp.Name)
 	for s, wm := range ctl.InputSystemWM {
 		j.inputs.advance(s, wm)
@@ -111,9 +157,12 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 		// for Apply.
 		j.flushSwift()
 	}
+	return ctl
+}
 
-	// 2. Backpressure: a full outbox (or too many Swift outputs in flight)
-	// blocks input.
+// backpressure is step 2: a full outbox (or too many Swift outputs in
+// flight) blocks input; sinks are told.
+func (j *Job) backpressure(ctl board.Control) bool {
 	n, bytes := j.box.undelivered()
 	if j.swift != nil {
 		n += j.swift.count()
@@ -121,87 +170,86 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 	}
 	blocked := n >= j.comp.OutputStoreCountLimit || bytes >= j.comp.OutputStoreBytesLimit
 	j.tellSinks(ctl, blocked)
+	return blocked
+}
 
-	// 3. Fetch.
-	var msgs []*weir.Message
-	var err error
+// fetch is step 3: a source batch (into d), buffered inputs and due timers,
+// unless blocked (or, for the source and timers, draining).
+func (j *Job) fetch(ctx context.Context, d *Decision, ctl board.Control, blocked bool) (msgs []*weir.Message, fired []*timerEntry, err error) {
 	clear(j.suspect)
 	j.origins = j.origins[:0]
 	if !blocked && !ctl.Draining && j.src != nil {
 		if d.srcBatch, err = j.src.read(ctx, j.comp.Batch.MaxRows, j.comp.Batch.MaxBytes); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if !blocked && j.recv != nil {
 		if msgs, err = j.fetchInputs(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	var fired []*timerEntry
 	if len(j.comp.Timers) > 0 && !ctl.Draining && !blocked {
 		fired = j.timers.due(j.eventWM, j.st.Now(), j.comp.Batch.MaxRows)
 	}
+	return msgs, fired, nil
+}
+
+// hasWork reports whether the epoch has anything to do: inputs, timers, a
+// source batch, outbox rows to erase, a source position or sink work to
+// commit.
+func (j *Job) hasWork(d *Decision, msgs []*weir.Message, fired []*timerEntry) bool {
 	srcDirty := j.src != nil && j.src.dirty()
-	work := len(msgs) > 0 || len(fired) > 0 || (d.srcBatch != nil && len(d.srcBatch.records) > 0) ||
+	return len(msgs) > 0 || len(fired) > 0 || (d.srcBatch != nil && len(d.srcBatch.records) > 0) ||
 		len(j.box.erase) > 0 || srcDirty || j.sinksPending()
-	if !work {
-		d.Idle, d.result.Idle = true, true
-		// An idle job still commits a nearly empty transaction once per
-		// lease_check_period, to learn that its lease is gone.
-		if j.tx.probeDue() {
-			if d.TS, err = j.st.Timestamp(ctx); err != nil {
-				return nil, err
-			}
-			d.Probe, d.Commit, d.Txn = true, true, store.NewTxn(j.cfg.Lease)
+}
+
+// idle decides an epoch with no work. An idle job still commits a nearly
+// empty transaction once per lease_check_period, to learn that its lease
+// is gone.
+func (j *Job) idle(ctx context.Context, d *Decision) (*Decision, error) {
+	d.Idle, d.result.Idle = true, true
+	if j.tx.probeDue() {
+		var err error
+		if d.TS, err = j.st.Timestamp(ctx); err != nil {
+			return nil, err
 		}
-		return d, nil
+		d.Probe, d.Commit, d.Txn = true, true, store.NewTxn(j.cfg.Lease)
 	}
+	return d, nil
+}
 
-	// 4. The epoch's unique timestamp (sequence number).
-	if d.TS, err = j.st.Timestamp(ctx); err != nil {
-		return nil, err
-	}
-	if d.srcBatch != nil {
-		msgs = j.src.messages(d.srcBatch, d.TS)
-	}
-	d.result.Fetched = len(msgs)
-
-	// 5. Dedup. Inputs found already processed are acknowledged at once (in
-	// Apply's first step).
+// dedup is step 5: inputs found already processed are acknowledged at once
+// (in Apply's first step); the rest are d.Fresh.
+func (j *Job) dedup(ctx context.Context, d *Decision, msgs []*weir.Message) error {
 	origins := j.origins
 	if d.srcBatch != nil {
 		origins = nil
 	}
+	var err error
 	if d.Fresh, d.Duplicates, err = j.inputs.filter(ctx, msgs, origins, j.suspect); err != nil {
-		return nil, err
+		return err
 	}
 	d.result.Inputs, d.result.Duplicates = len(d.Fresh), len(d.Duplicates)
 	// A source's records are never dropped here (its position is its
 	// dedup): a Swift source's tracker holds every record it read.
 	invariants.Check(d.srcBatch == nil || len(d.Duplicates) == 0, "source %s: %d records dropped as duplicates", j.cfg.Partition.ID, len(d.Duplicates))
 	d.dropped = j.inputs.why
+	return nil
+}
 
-	// 6. User code, grouped by key: timers, then messages.
-	dl := j.deadLettered
-	emits, err := j.process(ctx, d.TS, d.Fresh, fired)
-	if err != nil {
-		return nil, err
-	}
-	d.result.DeadLettered = int(j.deadLettered - dl)
-
-	// 7–9. Dedup ids, outputs, timers.
-	txn := store.NewTxn(j.cfg.Lease)
-	txn.Grow(j.txnHint)
+// record is steps 7–9: the inputs' dedup ids, the outputs (ids, receiving
+// partitions, Swift lineage, sinks) and the timers go into txn and d.
+func (j *Job) record(d *Decision, txn *store.Txn, emits []emitted) error {
 	j.inputs.register(txn)
 	outs, lineage, err := j.materialize(d.TS, emits)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if j.src != nil && j.comp.Swift() {
 		sortByID(outs, lineage)
 	}
 	if d.Dests, err = j.destinations(outs); err != nil {
-		return nil, err
+		return err
 	}
 	d.Outputs, d.result.Outputs = outs, len(outs)
 	d.suspect = j.outputSuspect(outs, lineage)
@@ -212,32 +260,31 @@ func (j *Job) Decide(ctx context.Context) (*Decision, error) {
 		j.register(m, false)
 	}
 	j.timers.sync(txn)
+	return nil
+}
 
-	// 10. Prepare the transaction.
+// prepare is step 10: the source position, the outbox, sink writes,
+// states and external state writes go into txn.
+func (j *Job) prepare(ctx context.Context, txn *store.Txn) error {
 	j.drainAcks()
 	if j.src != nil {
 		if err := j.src.sync(txn); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := j.box.sync(txn); err != nil {
-		return nil, err
+		return err
 	}
 	for _, s := range j.sinks {
 		if err := s.sink.Sync(ctx, txn); err != nil {
-			return nil, fmt.Errorf("job %s: sink %s: %w", j.cfg.Partition.ID, s.plan.ID, err)
+			return fmt.Errorf("job %s: sink %s: %w", j.cfg.Partition.ID, s.plan.ID, err)
 		}
 	}
 	if err := j.states.sync(txn); err != nil {
-		return nil, err
+		return err
 	}
 	j.ext.sync(txn)
-	// Epochs vary in size: the hint follows a large one at once and
-	// decays slowly after it.
-	j.txnHint = max(txn.Len(), j.txnHint-j.txnHint/8)
-	d.Txn = txn
-	d.Commit = !j.comp.Swift() || !txn.Empty() || j.tx.probeDue()
-	return d, nil
+	return nil
 }
 
 // Apply carries out a Decision in Flow's order, stopping at the first
