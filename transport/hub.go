@@ -266,6 +266,12 @@ func (a *attachment) Ack(ids ...msgid.ID) {
 		if e.redeliver {
 			b.redeliver(e)
 		}
+		// An acknowledged entry stays in entries until the prefix is
+		// dropped (dropAckedPrefix); it must not keep its message alive
+		// there: a message shares its block with its batch's other
+		// messages (job's slabs), so one would keep a whole batch and its
+		// rows in memory.
+		e.msg, e.ack = nil, nil
 	}
 	b.dropAckedPrefix()
 	if len(acks) > 0 {
