@@ -156,6 +156,9 @@ func (o *outbox) committed() {
 		}
 		out.persisted = true
 	}
+	// Cleared, not only cut: the array's tail would keep an earlier,
+	// larger epoch's outputs (and their batches) alive.
+	clear(o.fresh)
 	o.fresh = o.fresh[:0]
 }
 

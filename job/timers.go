@@ -191,6 +191,8 @@ func (s *timerStore) sync(txn *store.Txn) {
 }
 
 func (s *timerStore) committed() {
+	clear(s.added)
+	clear(s.removed)
 	s.added = s.added[:0]
 	s.removed = s.removed[:0]
 }
