@@ -24,7 +24,7 @@ func TestStoreInit(t *testing.T) {
 	url := pgtest.URL(t)
 	schema := pgtest.Schema(t, url)
 	target := pgtest.WithParam(url, postgres.SchemaParam, schema)
-	for i, want := range []string{"applied migrations [1 2], now at version 2", "up to date (version 2)"} {
+	for i, want := range []string{"applied migrations [1 2 3], now at version 3", "up to date (version 3)"} {
 		code, out, errOut := runCLI("store", "init", "--store", target)
 		if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, schema) {
 			t.Fatalf("run %d: exit %d, stdout %q, stderr %q; want %q", i+1, code, out, errOut, want)

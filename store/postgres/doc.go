@@ -22,7 +22,7 @@
 // whose fsync or synchronous_commit is off (a commit must be durable when
 // it returns). store/open picks this backend for a postgres:// address.
 //
-// # Schema (version 2; schema.go)
+// # Schema (version 3; schema.go)
 //
 //	tables(id int, name text UNIQUE)                      the logical tables
 //	rows(t int, k bytea, v bytea, PRIMARY KEY (t, k))     every row of every table
@@ -134,7 +134,12 @@
 //     of its transactions race that way.
 //   - A Put is an upsert (INSERT … ON CONFLICT DO UPDATE), about twice the
 //     server time of a plain INSERT; the contract does not say which keys
-//     are new.
+//     are new. An appended row is a plain INSERT (version 3): its key is
+//     new by the contract (indexes are never reused, only appends write
+//     under a sequence's prefix), and it is inserted while the sequence's
+//     row is locked, so every appender to the sequence waits for it; a
+//     taken key fails the commit (unique_violation) instead of being
+//     overwritten.
 //
 // # On CockroachDB and YugabyteDB (untested here; what would differ)
 //

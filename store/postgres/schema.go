@@ -260,11 +260,49 @@ BEGIN
 	END LOOP;
 END $$;
 `,
+}, {
+	version: 3,
+	name:    "append_rows inserts the appended rows without ON CONFLICT",
+	sql: `
+-- An appended row's key (prefix, index) is new: indexes are never reused
+-- (the sequence's next only grows, and rolls back with its transaction),
+-- and nothing but appends writes keys under a sequence's prefix (the
+-- store contract's REQUIRES). Version 1 upserted them anyway, and the
+-- speculative insertion of ON CONFLICT costs about twice a plain INSERT
+-- (11.3 ms against 5.6 ms per 1,000 rows of 100 bytes, measured alone) —
+-- while the sequences' rows are locked, so every commit appending to the
+-- same sequence waited for it too. A key that exists after all (a
+-- broken REQUIRES) now fails the commit (unique_violation, rolled back)
+-- instead of overwriting the row.
+CREATE OR REPLACE FUNCTION {s}.append_rows(tids int[], prefixes bytea[], counts int[], seqidx int[], pos int[], vals bytea[], p_now bigint)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+	target bigint := ({s}.now_ns(p_now) / 1000000000) << 30;
+	firsts bigint[] := '{}';
+	nxt bigint;
+	ts bigint[];
+BEGIN
+	FOR j IN 1 .. cardinality(tids) LOOP
+		INSERT INTO {s}.sequences AS q (t, prefix, next) VALUES (tids[j], prefixes[j], counts[j])
+		ON CONFLICT (t, prefix) DO UPDATE SET next = q.next + excluded.next
+		RETURNING q.next INTO nxt;
+		firsts := firsts || (nxt - counts[j]);
+	END LOOP;
+	PERFORM pg_advisory_xact_lock_shared({s}.ts_lock_key());
+	ts := ARRAY(SELECT nextval('{s}.timestamps') FROM generate_series(1, cardinality(vals)));
+	IF ts[1] < target THEN
+		RAISE EXCEPTION 'weir: the timestamp sequence is behind the clock' USING ERRCODE = 'WT001';
+	END IF;
+	INSERT INTO {s}.rows (t, k, v)
+	SELECT tids[u.si], prefixes[u.si] || int8send(firsts[u.si] + u.pos), int8send(ts[u.ord]) || u.val
+	FROM unnest(seqidx, pos, vals) WITH ORDINALITY AS u(si, pos, val, ord);
+END $$;
+`,
 }}
 
 // SchemaVersion is the schema version this build reads and writes: the
 // last migration's (TestMigrations checks they agree).
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // initLockKey serializes concurrent Init calls on one database (a
 // session-level advisory lock, in the one-argument key space, just below
