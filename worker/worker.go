@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -200,7 +201,10 @@ func (w *Worker) StartJob(spec plan.JobSpec) (*JobHandle, error) {
 	w.jobs[h] = struct{}{}
 	w.mu.Unlock()
 	go func() {
-		err := j.Run(ctx)
+		var err error
+		// The computation's name labels the job's CPU samples, so that a
+		// profile can be split by computation (go tool pprof -tagfocus).
+		pprof.Do(ctx, pprof.Labels("computation", spec.Comp.Name), func(ctx context.Context) { err = j.Run(ctx) })
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			err = nil
 		}
