@@ -606,17 +606,13 @@ func (s *Sink) publish(ctx context.Context, now time.Time) error {
 func (s *Sink) tableRows(ctx context.Context, unstored []*pending) rowSource {
 	return func(yield func(*pending) error) error {
 		if s.spoolHigh > s.base.MessageID {
-			high := s.spoolHigh
 			var yerr error
 			// One row at a time: yield keeps nothing of the row but its
 			// values (the writers copy them, or the payload's own strings).
 			var msg weir.Message
 			p := &pending{msg: &msg}
-			err := s.scanSpool(ctx, s.base.MessageID, true, func(id msgid.ID, ts store.Timestamp, w int, row weir.Row) bool {
-				if id > high {
-					return false
-				}
-				msg.ID, msg.SystemTimestamp, msg.Payload, p.weight = id, ts, row, w
+			err := s.scanSpool(ctx, s.base.MessageID, s.spoolHigh, true, func(r *spooledRow) bool {
+				msg.ID, msg.SystemTimestamp, msg.Payload, p.weight = r.id, r.ts, r.payload, r.weight
 				yerr = yield(p)
 				return yerr == nil
 			})
