@@ -1,17 +1,20 @@
 package disttest
 
 import (
-	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/weir-stream/weir/internal/testconn"
 	"github.com/weir-stream/weir/internal/testproc"
 	"github.com/weir-stream/weir/store/postgres/pgtest"
 )
@@ -141,18 +144,15 @@ func (r cpuRun) String() string {
 }
 
 // runCPU runs the counter over n events in setup "embedded" or "dist" with
-// the weir binary bin on a fresh schema of the shared server.
+// the weir binary bin on a fresh schema of the shared server. The schema,
+// the queues, the input and the check of the output go through bin's own
+// commands (store init, queue create|write|read), so that a baseline of
+// another schema version runs on a schema of its own version.
 func runCPU(t *testing.T, bin, setup string, n int, seed uint64, tag string) cpuRun {
 	t.Helper()
-	ctx := context.Background()
-	url, st := pgStore(t)
-	c, err := NewCounter(ctx, st, 4, 2)
-	if err == nil {
-		err = c.Write(ctx, rand.New(rand.NewPCG(seed, 1)), n, cpuKeys(t), 5000)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := pgtest.URL(t)
+	url := pgtest.WithParam(base, "weir_schema", pgtest.Schema(t, base))
+	want := cliCounter(t, bin, url, n, cpuKeys(t), seed)
 	var w *proc
 	if setup == "dist" {
 		ports, err := testproc.FreePorts(1)
@@ -186,8 +186,77 @@ func runCPU(t *testing.T, bin, setup string, n int, seed uint64, tag string) cpu
 	} else {
 		r.mainUS = perEvent(processCPU(p), n)
 	}
-	checkCounts(t, ctx, c)
+	checkCLICounts(t, bin, url, want)
 	return r
+}
+
+// weirCLI runs bin with args (stdin from the file in, if not "") and
+// returns its standard output; it fails t if bin fails.
+func weirCLI(t *testing.T, bin, in string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	if in != "" {
+		f, err := os.Open(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cmd.Stdin = f
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("weir %s: %v\n%s", strings.Join(args[:2], " "), err, stderr.String())
+	}
+	return out
+}
+
+// cliCounter creates the counter's store and queues at url with bin and
+// writes n events over keys (seeded) into events; it returns the number of
+// events per key.
+func cliCounter(t *testing.T, bin, url string, n, keys int, seed uint64) map[string]int {
+	t.Helper()
+	weirCLI(t, bin, "", "store", "init", "--store", url)
+	weirCLI(t, bin, "", "queue", "create", "--store", url, "--partitions", "4", "events")
+	weirCLI(t, bin, "", "queue", "create", "--store", url, "--partitions", "2", "counts")
+	r := rand.New(rand.NewPCG(seed, 1))
+	want := map[string]int{}
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		k := fmt.Sprintf("k%03d", r.IntN(keys))
+		want[k]++
+		fmt.Fprintf(&b, "{\"key\": %q, \"i\": %d}\n", k, i)
+	}
+	in := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	weirCLI(t, bin, in, "queue", "write", "--store", url, "events")
+	return want
+}
+
+// checkCLICounts reads the queue counts at url with bin and checks that
+// every key was counted 1..want[key] exactly once.
+func checkCLICounts(t *testing.T, bin, url string, want map[string]int) {
+	t.Helper()
+	got := map[string][]int64{}
+	for _, line := range strings.Split(strings.TrimSpace(string(weirCLI(t, bin, "", "queue", "read", "--store", url, "counts"))), "\n") {
+		var row struct {
+			Key   string `json:"key"`
+			Count int64  `json:"count"`
+		}
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatalf("weir queue read: %q: %v", line, err)
+		}
+		got[row.Key] = append(got[row.Key], row.Count)
+	}
+	for k := range got {
+		slices.Sort(got[k])
+	}
+	if bad := testconn.ExactlyOnce(got, want); len(bad) > 0 {
+		t.Fatalf("exactly-once violated: %v", bad[:min(5, len(bad))])
+	}
 }
 
 func perEvent(d time.Duration, n int) float64 { return float64(d.Microseconds()) / float64(n) }
