@@ -43,7 +43,26 @@ type Leadership struct {
 	// so: a controller cut off from the store must stop acting before a
 	// standby may take over, not when the network comes back.
 	timeout time.Duration
+	mu      sync.Mutex // guards renewed (Keep writes it, Check reads it)
 	renewed time.Time
+}
+
+// sinceRenewed is how long ago the last successful renewal started.
+func (l *Leadership) sinceRenewed() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return time.Since(l.renewed)
+}
+
+// expiredOnOwnClock ends the leadership if its lease cannot be active any
+// more by this process's own clock (no renewal for the lease timeout), and
+// reports whether it is over. A process that was frozen or cut off finds
+// out here before any store call answers.
+func (l *Leadership) expiredOnOwnClock() bool {
+	if since := l.sinceRenewed(); since >= l.timeout {
+		l.step(fmt.Errorf("cluster: leadership lease expired: no successful renewal for %v (lease timeout %v)", since.Round(time.Millisecond), l.timeout))
+	}
+	return l.Err() != nil
 }
 
 // Term is the leadership's term (its lease id): workers refuse requests of
@@ -177,18 +196,19 @@ func (l *Leadership) Keep(ctx context.Context, period time.Duration) {
 			return
 		case <-t.C:
 		}
-		remaining := l.timeout - time.Since(l.renewed)
-		if remaining <= 0 {
-			l.step(fmt.Errorf("cluster: leadership lease expired: no successful renewal for %v (lease timeout %v)", time.Since(l.renewed).Round(time.Millisecond), l.timeout))
+		if l.expiredOnOwnClock() {
 			return
 		}
+		remaining := l.timeout - l.sinceRenewed()
 		start := time.Now()
 		pctx, cancel := context.WithTimeout(ctx, remaining)
 		err := l.st.PingLease(pctx, l.Record.Lease)
 		cancel()
 		switch {
 		case err == nil:
+			l.mu.Lock()
 			l.renewed = start
+			l.mu.Unlock()
 		case store.Classify(err) == store.ClassLeaseLost:
 			l.step(fmt.Errorf("cluster: leadership lost: %w", err))
 			return
@@ -212,13 +232,16 @@ func (l *Leadership) step(err error) {
 // cut off from the store, or frozen, may come back after a standby took
 // over and must not present itself as the leader meanwhile (issue 27: a
 // healed controller answered "active" with its old term for up to 7.5 s).
-// A store error leaves the leadership as it is (Keep's own clock still
-// bounds it) and is returned.
+// A store error leaves the leadership to its own clock (no renewal for
+// the lease timeout: over) and is returned; the own clock is asked first,
+// so a controller thawed after its lease's timeout answers "over" even if
+// its first store call fails.
 func (l *Leadership) Check(ctx context.Context) (held bool, highest uint64, err error) {
 	highest = l.Term()
+	expired := l.expiredOnOwnClock()
 	rec, ok, err := ReadLeader(ctx, l.st)
 	if err != nil {
-		return l.Err() == nil, highest, err
+		return !expired, highest, err
 	}
 	if ok && uint64(rec.Lease) > highest {
 		highest = uint64(rec.Lease)
@@ -232,7 +255,7 @@ func (l *Leadership) Check(ctx context.Context) (held bool, highest uint64, err 
 	}
 	ls, err := l.st.LeaseState(ctx, l.Record.Lease)
 	if err != nil {
-		return l.Err() == nil, highest, err
+		return !l.expiredOnOwnClock(), highest, err
 	}
 	if ls != store.LeaseActive {
 		l.step(fmt.Errorf("cluster: leadership lost: the store says its lease is %v", ls))

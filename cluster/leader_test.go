@@ -216,3 +216,40 @@ func TestCheckSeesDeposition(t *testing.T) {
 		t.Fatalf("the new leader: held %v, highest %d: %v", held, highest, err)
 	}
 }
+
+// unreadableStore fails every read, as a store a thawed process cannot
+// reach yet does.
+type unreadableStore struct{ store.Store }
+
+func (unreadableStore) Get(context.Context, store.Table, []byte) ([]byte, bool, error) {
+	return nil, false, errors.New("dial tcp 10.0.0.1:5432: i/o timeout")
+}
+
+// TestCheckOwnClockWhenStoreUnreadable: a leader frozen past its lease
+// timeout (its Keep has not run since) whose first store read fails must
+// not answer that it leads: its own clock says the lease may be over.
+// Before, Check answered "held" whenever the store could not be read and
+// Keep had not stepped down yet (TestDeposedControllerStandsBy saw
+// "active": true from a thawed controller on a loaded machine).
+func TestCheckOwnClockWhenStoreUnreadable(t *testing.T) {
+	st, _ := testStore(t)
+	ctx := context.Background()
+	const timeout = 100 * time.Millisecond
+	l, err := Campaign(ctx, st, LeaderRecord{ID: "a"}, timeout, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.st = unreadableStore{st}
+	if held, _, err := l.Check(ctx); err == nil || !held {
+		t.Fatalf("within its lease: held %v, %v; want held and the store's error", held, err)
+	}
+	time.Sleep(2 * timeout) // frozen: no renewal for longer than the timeout
+	if held, _, err := l.Check(ctx); err == nil || held {
+		t.Fatalf("past its lease on its own clock: held %v, %v; want not held and the store's error", held, err)
+	}
+	select {
+	case <-l.Lost():
+	default:
+		t.Fatal("Check found the lease over by its own clock but the leadership goes on")
+	}
+}
