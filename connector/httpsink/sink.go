@@ -88,7 +88,7 @@ func (s *AsyncHttpSink) Init(ctx context.Context, sc connector.SinkContext) erro
 	if sc.Logf != nil {
 		s.w.logf = sc.Logf
 	}
-	s.w.outage = connector.NewOutage(sc)
+	s.w.outage.Store(connector.NewOutage(sc))
 	return s.OrderedAsyncSink.Init(ctx, sc)
 }
 
@@ -102,7 +102,7 @@ func (s *AsyncHttpSink) Failure() error {
 	if err := s.OrderedAsyncSink.Failure(); err != nil {
 		return err
 	}
-	return s.w.outage.Err()
+	return s.w.outage.Load().Err()
 }
 
 // Close stops delivery (an in-flight request is abandoned; its message stays
@@ -140,7 +140,7 @@ func (s *AsyncHttpSink) Status() Status {
 	return Status{
 		Pending:         s.Pending(),
 		Failure:         s.OrderedAsyncSink.Failure(),
-		Unreached:       s.w.outage.Err(),
+		Unreached:       s.w.outage.Load().Err(),
 		Attempts:        s.w.stats.attempts.Load(),
 		Retries:         s.w.stats.retries.Load(),
 		AttemptFailures: s.w.stats.failures.Load(),

@@ -47,9 +47,11 @@ type writer struct {
 
 	// logf and outage are set before the delivery loop starts (Init) and
 	// not changed after. outage reports attempts that could not reach the
-	// receiver (connector.Outage).
+	// receiver (connector.Outage); it is read through an atomic pointer
+	// because Failure (the sink's status) may be asked from another
+	// goroutine while Init runs (nil before Init: no failure).
 	logf   func(format string, args ...any)
-	outage *connector.Outage
+	outage atomic.Pointer[connector.Outage]
 	// sleep waits between attempts, honouring ctx; rnd returns a number in
 	// [0, 1) for jitter. Tests may replace both before the first Write.
 	sleep func(ctx context.Context, d time.Duration) error
@@ -148,7 +150,7 @@ func (w *writer) deliver(ctx context.Context, m *weir.Message) error {
 		err := w.attempt(rctx, body, key)
 		if err == nil {
 			w.stats.delivered.Add(1)
-			w.outage.Recovered()
+			w.outage.Load().Recovered()
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -160,9 +162,9 @@ func (w *writer) deliver(ctx context.Context, m *weir.Message) error {
 		if reason == reasonTransport || reason == reasonTimeout {
 			// No answer: the sink reports it at once (its Failure), so
 			// the partition's job stops visibly and restarts with backoff.
-			w.outage.Failed(w.origin, err)
+			w.outage.Load().Failed(w.origin, err)
 		} else {
-			w.outage.Recovered() // the receiver answered
+			w.outage.Load().Recovered() // the receiver answered
 		}
 		w.stats.failures.Add(1)
 		w.metrics.attemptFailure(reason)
