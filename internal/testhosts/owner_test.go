@@ -8,7 +8,9 @@ package testhosts
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,16 +46,18 @@ func TestCrashedTestLeavesNothingBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	var report string
+	var childOut strings.Builder // the child's -test.v output, shown if it fails
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
 		if r, ok := strings.CutPrefix(sc.Text(), "CRASH-CHILD "); ok {
 			report = r
 			break
 		}
+		childOut.WriteString(sc.Text() + "\n")
 	}
 	if report == "" {
 		_ = child.Process.Kill()
-		t.Fatalf("the child test ended without reporting its network: %v", child.Wait())
+		t.Fatalf("the child test ended without reporting its network: %v; its output:\n%s", child.Wait(), childOut.String())
 	}
 	// The child is SIGKILLed: none of its cleanups runs.
 	_ = child.Process.Kill()
@@ -194,7 +198,10 @@ func crashChild(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, pid := range pids {
-			start, _, err := startTime(pid)
+			start, ended, err := startTime(pid)
+			if errors.Is(err, fs.ErrNotExist) || ended {
+				continue // a short-lived process (a PostgreSQL worker) gone meanwhile
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
