@@ -76,7 +76,10 @@ func (w *txnWriter) open(ctx context.Context) error {
 func (w *txnWriter) init(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, w.s.params.TransactionTimeout.Std())
 	defer cancel()
-	if _, _, err := w.cl.ProducerID(ctx); err != nil {
+	// A coordinator still loading after a broker's (re)start answers
+	// COORDINATOR_LOAD_IN_PROGRESS, and franz-go gives up the producer
+	// id's initialization; a later call initializes it again.
+	if err := retryCoordinator(ctx, func() error { _, _, err := w.cl.ProducerID(ctx); return err }); err != nil {
 		return fmt.Errorf("init producer id: %w", err)
 	}
 	if w.topicID != ([16]byte{}) {
