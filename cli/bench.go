@@ -862,7 +862,8 @@ func benchLatency(o *Options, st store.Store, p *spec.Pipeline, in, out *queue.Q
 	r := rand.New(rand.NewPCG(2, 2))
 	// The Counter's output carries the key and count; the i-th event of a
 	// key produces count i. Remember when each (key, count) was written.
-	// The writer below and the poller (this goroutine) share written.
+	// The writer below and the poller (this goroutine) share written (mu);
+	// lat and next are the poller's.
 	var mu sync.Mutex
 	written := map[string][]time.Time{}
 	var lat []float64
@@ -925,33 +926,27 @@ func benchLatency(o *Options, st store.Store, p *spec.Pipeline, in, out *queue.Q
 		}
 		wrote <- nil
 	}()
-	deadline := time.Time{}
-	for {
-		if deadline.IsZero() {
-			select {
-			case err := <-wrote:
-				if err != nil {
-					return err
-				}
-				deadline = time.Now().Add(30 * time.Second)
-			default:
+	// Poll every millisecond until every output arrived, or 30 s after the
+	// last write.
+	writing, deadline := (<-chan error)(wrote), (<-chan time.Time)(nil)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for len(lat) < c.Messages {
+		select {
+		case err := <-writing:
+			if err != nil {
+				return err
 			}
+			writing, deadline = nil, time.After(30*time.Second)
+		case <-deadline:
+			return fmt.Errorf("only %d of %d outputs arrived", len(lat), c.Messages)
+		case <-tick.C:
 		}
-		mu.Lock()
-		arrived := len(lat)
-		mu.Unlock()
-		if arrived >= c.Messages || (!deadline.IsZero() && time.Now().After(deadline)) {
-			break
-		}
-		time.Sleep(time.Millisecond)
 		if err := poll(); err != nil {
 			return err
 		}
 	}
 	e.Controller().SetTarget(controller.Stopped)
-	if len(lat) < c.Messages {
-		return fmt.Errorf("only %d of %d outputs arrived", len(lat), c.Messages)
-	}
 	sort.Float64s(lat)
 	res.P50 = lat[len(lat)/2]
 	res.P99 = lat[len(lat)*99/100]
