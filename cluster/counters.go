@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -122,11 +123,7 @@ func (k *counterKeeper) snapshot(p *Pool) counterRow {
 	}
 	for _, w := range ws {
 		if w.countersInc != 0 {
-			cs := make(map[string]board.Counters, len(w.counters))
-			for comp, c := range w.counters {
-				cs[comp] = c
-			}
-			row.Workers[w.id] = lifeCounters{Incarnation: w.countersInc, Counters: cs}
+			row.Workers[w.id] = lifeCounters{Incarnation: w.countersInc, Counters: maps.Clone(w.counters)}
 		}
 	}
 	total := p.cfg.Board.Counters()
@@ -150,7 +147,8 @@ func (k *counterKeeper) snapshot(p *Pool) counterRow {
 	return row
 }
 
-// sub returns a − b, field by field.
+// sub returns a − b, field by field (the inverse of board.Counters.Add):
+// a life's growth since its last report, or the totals less the lives'.
 func sub(a, b board.Counters) board.Counters {
 	return board.Counters{Epochs: a.Epochs - b.Epochs, Commits: a.Commits - b.Commits, Inputs: a.Inputs - b.Inputs,
 		Duplicates: a.Duplicates - b.Duplicates, Outputs: a.Outputs - b.Outputs,

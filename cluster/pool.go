@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -418,16 +419,11 @@ func (w *RemoteWorker) addCounters(rep *SyncReply) {
 	if w.countersInc != rep.Incarnation {
 		w.counters, w.countersInc = map[string]board.Counters{}, rep.Incarnation
 		if w.pool.cfg.Baseline != nil {
-			for comp, c := range w.pool.cfg.Baseline(w.id, rep.Incarnation) {
-				w.counters[comp] = c
-			}
+			maps.Copy(w.counters, w.pool.cfg.Baseline(w.id, rep.Incarnation))
 		}
 	}
 	for comp, c := range rep.Counters {
-		prev := w.counters[comp]
-		w.pool.cfg.Board.AddCounters(comp, board.Counters{Epochs: c.Epochs - prev.Epochs, Commits: c.Commits - prev.Commits,
-			Inputs: c.Inputs - prev.Inputs, Duplicates: c.Duplicates - prev.Duplicates, Outputs: c.Outputs - prev.Outputs,
-			SinkDropped: c.SinkDropped - prev.SinkDropped, DeadLettered: c.DeadLettered - prev.DeadLettered})
+		w.pool.cfg.Board.AddCounters(comp, sub(c, w.counters[comp]))
 		w.counters[comp] = c
 	}
 }
