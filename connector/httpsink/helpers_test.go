@@ -192,3 +192,34 @@ func (rc *recorder) requests() []request {
 	defer rc.mu.Unlock()
 	return append([]request(nil), rc.reqs...)
 }
+
+// TestFailureWhileInit: a sink's Failure may be asked (by a status, or an
+// operator's tool) from another goroutine while a restarted life's Init
+// runs; under -race that must not be a data race (it was: the outage
+// tracker was a plain field set in Init).
+func TestFailureWhileInit(t *testing.T) {
+	s, err := New(connector.SinkParams{SinkID: t.Name(), Path: "computations.C.sinks.out", Parameters: fastRetry(map[string]any{"url": "http://127.0.0.1:1/ingest", "payload_column": "body"})}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 1000 {
+			if err := s.Failure(); err != nil {
+				t.Errorf("Failure before any write: %v", err)
+				return
+			}
+		}
+	}()
+	err = s.Init(context.Background(), connector.SinkContext{
+		PartitionID: "C/0", SinkID: "out",
+		LoadState: func(context.Context) ([]byte, error) { return nil, nil },
+		SaveState: func(*store.Txn, []byte) {},
+	})
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+}
