@@ -57,27 +57,26 @@ type fastArrayCodec struct {
 
 // PlanEncode implements pgtype.Codec.
 func (c fastArrayCodec) PlanEncode(m *pgtype.Map, oid uint32, format int16, value any) pgtype.EncodePlan {
-	if format == pgtype.BinaryFormatCode {
-		switch value.(type) {
-		case [][]byte:
-			if c.elem == pgtype.ByteaOID {
-				return fastArrayPlan{elem: c.elem}
-			}
-		case []int32:
-			if c.elem == pgtype.Int4OID {
-				return fastArrayPlan{elem: c.elem}
-			}
-		case []int64:
-			if c.elem == pgtype.Int8OID {
-				return fastArrayPlan{elem: c.elem}
-			}
-		case []bool:
-			if c.elem == pgtype.BoolOID {
-				return fastArrayPlan{elem: c.elem}
-			}
-		}
+	if format == pgtype.BinaryFormatCode && fastElem(value) == c.elem {
+		return fastArrayPlan{elem: c.elem}
 	}
 	return c.Codec.PlanEncode(m, oid, format, value)
+}
+
+// fastElem returns the element OID of the plain slices fastArrayPlan
+// encodes, 0 for any other value.
+func fastElem(value any) uint32 {
+	switch value.(type) {
+	case [][]byte:
+		return pgtype.ByteaOID
+	case []int32:
+		return pgtype.Int4OID
+	case []int64:
+		return pgtype.Int8OID
+	case []bool:
+		return pgtype.BoolOID
+	}
+	return 0
 }
 
 // fastArrayPlan encodes one of the slices fastArrayCodec.PlanEncode
