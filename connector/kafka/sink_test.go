@@ -372,3 +372,38 @@ func TestSinkCommitOutcomeLost(t *testing.T) {
 	}
 	checkOnce(t, payloadNs(t, readCommitted(t, c, "out")), 20)
 }
+
+// TestSinkStartsWhileCoordinatorLoads: a transaction coordinator that
+// answers COORDINATOR_LOAD_IN_PROGRESS to InitProducerID (a broker just
+// restarted, loading __transaction_state) delays the sink's start; it
+// does not fail it. franz-go gives the initialization up after such
+// answers, so the sink retries it (an Apache Kafka 4.4.0 broker did this
+// in TestRealBroker/SinkExactlyOnceRestart).
+func TestSinkStartsWhileCoordinatorLoads(t *testing.T) {
+	c := newCluster(t, map[string]int32{"out": 3})
+	var refused atomic.Int32
+	c.ControlKey(int16(kmsg.InitProducerID), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := r.(*kmsg.InitProducerIDRequest)
+		if req.TransactionalID == nil || refused.Load() >= 30 {
+			return nil, nil, false
+		}
+		refused.Add(1)
+		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		return resp, nil, true
+	})
+	h := newSinkHarness(t)
+	s := newTestSink(t, sinkParams(c, nil))
+	h.init(s)
+	msgs := messages(10, "k", 0, 10)
+	if err := h.epoch(s, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.drain(s, idsOf(msgs)); err != nil {
+		t.Fatal(err)
+	}
+	if refused.Load() < 30 {
+		t.Fatalf("the coordinator refused %d times; the test wants 30 refusals before the start", refused.Load())
+	}
+}
