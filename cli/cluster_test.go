@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,7 +15,6 @@ import (
 	"github.com/weir-stream/weir/cluster"
 	"github.com/weir-stream/weir/connector/queue"
 	"github.com/weir-stream/weir/engine"
-	"github.com/weir-stream/weir/spec"
 	pstore "github.com/weir-stream/weir/store/pebble"
 	"github.com/weir-stream/weir/wire"
 )
@@ -76,20 +73,8 @@ func TestClusterAdminNeedsToken(t *testing.T) {
 // (up to 7.5 s after a partition healed, issue 27).
 func TestControllerStatusDeposed(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
-	st, err := pstore.Open(t.TempDir(), pstore.Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, sp := counterFixture(t, pstore.Options{Clock: clk})
 	ctx := context.Background()
-	text, err := os.ReadFile(filepath.Join("..", "examples", "counter", "spec.yson"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := spec.Parse(text, "counter.yson")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, q := range []string{"events", "counts"} {
 		if _, err := queue.Create(ctx, st, q, 1); err != nil {
 			t.Fatal(err)

@@ -21,20 +21,8 @@ import (
 // (a source reader) or what its writer emitted that it has not processed;
 // the pipeline has caught up once every count is 0.
 func TestLagOf(t *testing.T) {
-	st, err := pstore.Open(t.TempDir(), pstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, sp := counterFixture(t, pstore.Options{})
 	ctx := context.Background()
-	text, err := os.ReadFile(filepath.Join("..", "examples", "counter", "spec.yson"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := spec.Parse(text, "counter.yson")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ev, err := queue.Create(ctx, st, "events", 2)
 	if err != nil {
 		t.Fatal(err)
@@ -117,4 +105,24 @@ func TestLagOf(t *testing.T) {
 	if l := lw.lagOf(ctx, st, sp, parts, b); !l.CaughtUp {
 		t.Fatalf("not caught up once quiet after the new row was read consumed: %+v", l)
 	}
+}
+
+// counterFixture opens a fresh Pebble store with opts (closed when the
+// test ends) and parses the counter example's spec.
+func counterFixture(t *testing.T, opts pstore.Options) (*pstore.Store, *spec.Pipeline) {
+	t.Helper()
+	st, err := pstore.Open(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	text, err := os.ReadFile(filepath.Join("..", "examples", "counter", "spec.yson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := spec.Parse(text, "counter.yson")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, sp
 }
