@@ -44,7 +44,6 @@ type lifeCounters struct {
 // worker made after the last store and before it died are lost (at most a
 // period's worth); nothing is counted twice.
 type counterKeeper struct {
-	raw  store.Store // reads (registrations)
 	term uint64
 
 	mu sync.Mutex
@@ -62,7 +61,7 @@ type counterKeeper struct {
 // loadCounters reads the counters row, seeds b with its totals and returns
 // the keeper of term.
 func loadCounters(ctx context.Context, st store.Store, b *board.Board, term uint64) (*counterKeeper, error) {
-	k := &counterKeeper{raw: st, term: term, carried: map[string]lifeCounters{}, heard: map[string]lifeCounters{}}
+	k := &counterKeeper{term: term, carried: map[string]lifeCounters{}, heard: map[string]lifeCounters{}}
 	v, ok, err := st.Get(ctx, store.FlowState, []byte(countersKey))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: read the counters: %w", err)
@@ -174,9 +173,11 @@ func (k *counterKeeper) retire(regs []Registration) {
 }
 
 // save stores the row through st (the fenced store: only the active
-// controller's write lands).
+// controller's write lands), first retiring the stored lives the pool's
+// last read of the registrations rules out (none before its first read:
+// a life retired too early would be counted again when heard).
 func (k *counterKeeper) save(ctx context.Context, st store.Store, p *Pool) error {
-	if regs, err := Registrations(ctx, k.raw); err == nil {
+	if regs, ok := p.registrations(); ok {
 		k.retire(regs)
 	}
 	v, _ := json.Marshal(k.snapshot(p))

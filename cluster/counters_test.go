@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/weir-stream/weir/board"
+	"github.com/weir-stream/weir/store"
 )
 
 // TestCountersCarryAcrossTerms: the pipeline's counters go on across a
@@ -39,6 +41,7 @@ func TestCountersCarryAcrossTerms(t *testing.T) {
 		for _, r := range regs {
 			p.add(ctx, r)
 		}
+		p.removeGone(regs) // as Pool.Run after reading the registrations
 		return p, k
 	}
 	total := func(p *Pool) uint64 { return p.cfg.Board.Counters()["C"].Inputs }
@@ -89,5 +92,82 @@ func TestCountersCarryAcrossTerms(t *testing.T) {
 	heartbeat(p3, "b", 1, 8)
 	if got := total(p3); got != 22 {
 		t.Fatalf("after b came back: %d, want 22 (its life counted once)", got)
+	}
+}
+
+// TestCountersRetireGoneLives: a stored life whose worker's registration
+// is gone (it drained, or was forgotten) moves to the row's Base at the
+// next store, so that the row does not keep every worker that ever ran,
+// and the totals stay; but not before the pool has read the registrations
+// once: a live worker's stored life retired then would be counted again
+// at its first heartbeat.
+func TestCountersRetireGoneLives(t *testing.T) {
+	st, _ := testStore(t)
+	ctx := context.Background()
+	a, b := Registration{ID: "a", Incarnation: 1}, Registration{ID: "b", Incarnation: 1}
+	for _, r := range []Registration{a, b} {
+		if err := Register(ctx, st, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b1 := board.NewBoard()
+	k1, err := loadCounters(ctx, st, b1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1 := NewPool(PoolConfig{Store: st, Board: b1, Baseline: k1.Baseline})
+	for _, r := range []Registration{a, b} {
+		p1.add(ctx, r)
+		w := p1.Worker(r.ID)
+		w.mu.Lock()
+		w.addCounters(&SyncReply{Worker: r.ID, Incarnation: 1, Counters: map[string]board.Counters{"C": {Inputs: 10}}})
+		w.mu.Unlock()
+	}
+	if err := k1.save(ctx, st, p1); err != nil {
+		t.Fatal(err)
+	}
+	if err := Unregister(ctx, st, "b"); err != nil { // b drained
+		t.Fatal(err)
+	}
+	row := func() counterRow {
+		t.Helper()
+		v, _, err := st.Get(ctx, store.FlowState, []byte(countersKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r counterRow
+		if err := json.Unmarshal(v, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	b2 := board.NewBoard()
+	k2, err := loadCounters(ctx, st, b2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2 := NewPool(PoolConfig{Store: st, Board: b2, Baseline: k2.Baseline})
+	p2.add(ctx, a)
+	// Stored before the pool read the registrations: nothing retired.
+	if err := k2.save(ctx, st, p2); err != nil {
+		t.Fatal(err)
+	}
+	if r := row(); len(r.Workers) != 2 {
+		t.Fatalf("lives retired before the pool read the registrations: %+v", r)
+	}
+	p2.removeGone([]Registration{a})
+	if err := k2.save(ctx, st, p2); err != nil {
+		t.Fatal(err)
+	}
+	r := row()
+	if _, ok := r.Workers["b"]; ok || r.Base["C"].Inputs != 10 || r.Workers["a"].Counters["C"].Inputs != 10 {
+		t.Fatalf("b's life not retired into Base: %+v", r)
+	}
+	w := p2.Worker("a")
+	w.mu.Lock()
+	w.addCounters(&SyncReply{Worker: "a", Incarnation: 1, Counters: map[string]board.Counters{"C": {Inputs: 12}}})
+	w.mu.Unlock()
+	if got := b2.Counters()["C"].Inputs; got != 22 {
+		t.Fatalf("term 2 counts %d, want 10 (b) + 12 (a's life)", got)
 	}
 }

@@ -55,6 +55,11 @@ type Pool struct {
 	workers map[string]*RemoteWorker
 	list    []controller.Worker
 	deposed sync.Once
+	// regs are the registrations Run read last (removeGone), regsRead
+	// whether it read any yet: the counter keeper's view too, so that it
+	// does not scan them again every period.
+	regs     []Registration
+	regsRead bool
 }
 
 // NewPool returns an empty pool; SetController must be called before Run.
@@ -146,7 +151,16 @@ func (p *Pool) add(ctx context.Context, r Registration) *RemoteWorker {
 	return w
 }
 
-// removeGone drops the workers that have no registration in regs.
+// registrations returns the registrations Run read last (at most
+// RefreshPeriod ago), false before its first successful read.
+func (p *Pool) registrations() ([]Registration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.regs, p.regsRead
+}
+
+// removeGone drops the workers that have no registration in regs, the
+// registrations just read, and keeps regs (registrations).
 func (p *Pool) removeGone(regs []Registration) {
 	registered := make(map[string]bool, len(regs))
 	for _, r := range regs {
@@ -154,6 +168,7 @@ func (p *Pool) removeGone(regs []Registration) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.regs, p.regsRead = regs, true
 	removed := false
 	for id, w := range p.workers {
 		if registered[id] {
