@@ -82,14 +82,36 @@ events() { # events N: N rows {"key": "k0".."k9"}
 }
 events 1000 | weir queue write --store "$STORE" events
 weir queue list --store "$STORE"
+# workers STORE LOG: workers w1 and w2 on STORE, logging to LOG1.log and
+# LOG2.log; their PIDs in W1_PID and W2_PID.
+workers() {
+	weir worker --store "$1" --listen "$W1" --id w1 $(tls w1) >"${2}1.log" 2>&1 &
+	W1_PID=$!
+	weir worker --store "$1" --listen "$W2" --id w2 $(tls w2) >"${2}2.log" 2>&1 &
+	W2_PID=$!
+	await "${2}1.log" "listening on"
+	await "${2}2.log" "listening on"
+}
+# stop_workers: a SIGTERM drains a worker (its jobs move to the others),
+# and with no controller left to move anything a second one stops it at
+# once; nothing is lost either way — a controller restarts every partition
+# from its last commit.
+stop_workers() {
+	kill -TERM $W1_PID $W2_PID
+	sleep 0.5
+	kill -TERM $W1_PID $W2_PID 2>/dev/null || true
+	wait $W1_PID $W2_PID || true
+}
+# key_counts STORE FILE: each key's last count in STORE's counts queue,
+# into FILE; every one of the 10 keys must have reached 100.
+key_counts() {
+	weir queue read --store "$1" counts |
+		jq -r -s 'group_by(.key)[] | "\(.[0].key) \(map(.count) | max)"' | tee "$2"
+	[[ $(grep -c ' 100$' "$2") == 10 ]]
+}
 
 step "4. Two workers and a controller; the counter runs to completion"
-weir worker --store "$STORE" --listen "$W1" --id w1 $(tls w1) >w1.log 2>&1 &
-W1_PID=$!
-weir worker --store "$STORE" --listen "$W2" --id w2 $(tls w2) >w2.log 2>&1 &
-W2_PID=$!
-await w1.log "listening on"
-await w2.log "listening on"
+workers "$STORE" w
 weir controller --store "$STORE" --spec "$EXAMPLES/counter/spec.yson" --id c1 --admin "$C1" $(tls c1) >c1.log 2>&1 &
 C1_PID=$!
 await c1.log "admin API at"
@@ -99,30 +121,16 @@ wait $C1_PID
 echo "controller c1: $(tail -1 c1.log)"
 
 step "5. The output: each key's last count"
-weir queue read --store "$STORE" counts |
-	jq -r -s 'group_by(.key)[] | "\(.[0].key) \(map(.count) | max)"' | tee counts.txt
 # 1000 events over 10 keys: every key counted 100 times, once each.
-[[ $(grep -c ' 100$' counts.txt) == 10 ]]
+key_counts "$STORE" counts.txt
 
-# The workers stay for the next pipeline of this store. Here they go: a
-# SIGTERM drains a worker (its jobs move to the others), and with no
-# controller left to move anything a second one stops it at once; nothing
-# is lost either way — a controller restarts every partition from its last
-# commit.
-kill -TERM $W1_PID $W2_PID
-sleep 0.5
-kill -TERM $W1_PID $W2_PID 2>/dev/null || true
-wait $W1_PID $W2_PID || true
+# The workers stay for the next pipeline of this store. Here they go.
+stop_workers
 
 step "6. A streaming pipeline: a standby controller, lag, caught up"
 weir queue create --store "$STREAM_STORE" --partitions 2 events
 weir queue create --store "$STREAM_STORE" --partitions 2 counts
-weir worker --store "$STREAM_STORE" --listen "$W1" --id w1 $(tls w1) >sw1.log 2>&1 &
-W1_PID=$!
-weir worker --store "$STREAM_STORE" --listen "$W2" --id w2 $(tls w2) >sw2.log 2>&1 &
-W2_PID=$!
-await sw1.log "listening on"
-await sw2.log "listening on"
+workers "$STREAM_STORE" sw
 # Two controllers: one leads, the other stands by and takes over within
 # --lease-timeout (5s) of the leader's loss.
 weir controller --store "$STREAM_STORE" --spec "$EXAMPLES/distributed/streaming.yson" --id c1 --admin "$C1" $(tls c1) >sc1.log 2>&1 &
@@ -163,9 +171,7 @@ admin "$ACTIVE" /status | jq -c .lag
 # More input while it runs: it is counted as it comes.
 events 500 | weir queue write --store "$STREAM_STORE" events
 caught_up
-weir queue read --store "$STREAM_STORE" counts |
-	jq -r -s 'group_by(.key)[] | "\(.[0].key) \(map(.count) | max)"' | tee stream-counts.txt
-[[ $(grep -c ' 100$' stream-counts.txt) == 10 ]]
+key_counts "$STREAM_STORE" stream-counts.txt
 # The pipeline's counters for Prometheus (summed over the workers; a new
 # leader goes on from them).
 admin "$ACTIVE" /metrics | grep -E '^weir_(inputs_total|controller_active|controller_term)'
@@ -176,8 +182,5 @@ step "7. Stop"
 if [[ $ACTIVE == "$C1" ]]; then STANDBY_PID=$C2_PID ACTIVE_PID=$C1_PID; else STANDBY_PID=$C1_PID ACTIVE_PID=$C2_PID; fi
 kill -TERM $STANDBY_PID && wait $STANDBY_PID
 kill -TERM $ACTIVE_PID && wait $ACTIVE_PID
-kill -TERM $W1_PID $W2_PID
-sleep 0.5
-kill -TERM $W1_PID $W2_PID 2>/dev/null || true
-wait $W1_PID $W2_PID || true
+stop_workers
 echo "walkthrough done"
