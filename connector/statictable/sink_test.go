@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/weir-stream/weir/connector"
+	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/tables"
 )
@@ -222,13 +224,8 @@ func TestSpooledRowsLeaveTheOutbox(t *testing.T) {
 	s.run(150, 20, 3*time.Second)
 	s.check(150)
 	// The published rows left the spool.
-	n := 0
-	s.st.Scan(context.Background(), store.Range{Table: catalogTable, Lo: s.sink.spoolPrefix(), Hi: tables.PrefixEnd(s.sink.spoolPrefix())}, func(k, v []byte) bool {
-		n++
-		return true
-	})
-	if n != 0 {
-		t.Errorf("%d rows left in the spool", n)
+	if b := s.spoolBatches(); len(b) != 0 {
+		t.Errorf("batches %v left in the spool", b)
 	}
 }
 
@@ -265,5 +262,92 @@ func TestSinkJSONLTablesFromSpool(t *testing.T) {
 		if seen[i] != 1 {
 			t.Errorf("message %d is in the output %d times", i, seen[i])
 		}
+	}
+}
+
+// spoolBatches returns the last ids of the batches in the partition's
+// spool (its store rows' keys), in order.
+func (s *partitionSim) spoolBatches() []msgid.ID {
+	s.t.Helper()
+	var ids []msgid.ID
+	pre := spoolPrefix(s.sink.path, s.part)
+	err := s.st.Scan(context.Background(), store.Range{Table: catalogTable, Lo: pre, Hi: tables.PrefixEnd(pre)}, func(k, _ []byte) bool {
+		ids = append(ids, msgid.ID(k[len(pre):]))
+		return true
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return ids
+}
+
+// TestSpoolAcrossACrashInPublish: a crash at each point of a publish of
+// spooled rows. Before the manifest's rename, the next instance rebuilds
+// the open table from the spool (the outbox no longer holds its rows) and
+// publishes it; after it, Init finds the spool at or below the frontier
+// and the next Sync deletes it. Either way every message is published
+// once and the spool ends empty.
+func TestSpoolAcrossACrashInPublish(t *testing.T) {
+	for _, point := range CrashPoints {
+		t.Run(point, func(t *testing.T) {
+			s := newSim(t, map[string]any{"max_row_count": 1000})
+			withCrash(t, point, 1) // the only publish: the slot's end
+			if crashes := s.run(60, 20, 3*time.Second); crashes != 1 {
+				t.Fatalf("%d crashes, want 1", crashes)
+			}
+			s.check(60)
+			if b := s.spoolBatches(); len(b) != 0 {
+				t.Errorf("batches %v left in the spool", b)
+			}
+		})
+	}
+}
+
+// TestSpoolRebuiltAboveTheFrontier: the spool holds batches both at or
+// below the frontier (another instance, a zombie, published them) and
+// above it. A restarted instance's open table is the rows above the
+// frontier only; its first Sync deletes the batches at or below it and
+// keeps the one the frontier cuts; the rest is published once.
+func TestSpoolRebuiltAboveTheFrontier(t *testing.T) {
+	ctx := context.Background()
+	s := newSim(t, map[string]any{"max_row_count": 1000})
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		s.epoch(20) // spooled: batches of messages 1..20 and 21..40
+	}
+	zombie := s.sink
+	if err := s.start(); err != nil { // the replacement
+		t.Fatal(err)
+	}
+	s.epoch(15)
+	zombie.Progress(connector.Progress{Draining: true})
+	zombie.Commit(ctx) // the zombie publishes messages 1..60
+	if err := zombie.Failure(); err != nil {
+		t.Fatal(err)
+	}
+	s.epoch(0) // the replacement spools 41..75 as one batch
+	if b := s.spoolBatches(); len(b) != 3 {
+		t.Fatalf("spool batches %v, want 3", b)
+	}
+	if err := s.start(); err != nil { // a restart
+		t.Fatal(err)
+	}
+	if q := s.sink.Queued(); q != 15 {
+		t.Fatalf("the rebuilt open table has %d rows, want the 15 above the frontier", q)
+	}
+	s.epoch(0)
+	if b := s.spoolBatches(); len(b) != 1 || b[0] != s.sink.spoolHigh {
+		t.Fatalf("spool batches %v after the first Sync, want only the one the frontier cuts (%s)", b, s.sink.spoolHigh)
+	}
+	s.clk.Advance(20 * time.Second)
+	s.run(75, 20, 3*time.Second)
+	m := s.check(75)
+	if len(m.Tables) != 2 || m.Tables[0].Rows != 60 || m.Tables[1].Rows != 15 {
+		t.Errorf("tables %+v: want the zombie's 60 rows, then the tail of 15", m.Tables)
+	}
+	if b := s.spoolBatches(); len(b) != 0 {
+		t.Errorf("batches %v left in the spool", b)
 	}
 }
