@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"os"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -52,7 +51,7 @@ func TestDeposedControllerStandsBy(t *testing.T) {
 	// Thawed, it must not present itself as the leader: its store says its
 	// lease is over (before, it answered "active": true with its old term
 	// until its engine wound down).
-	oldAdmin := regexp.MustCompile(`admin API at (\S+)`).FindStringSubmatch(old.out.String())[1]
+	oldAdmin := adminAddr(t, old)
 	var st0 struct {
 		Active      bool
 		Deposed     bool

@@ -35,9 +35,7 @@ func TestMetricsAcrossFailover(t *testing.T) {
 	ctls := map[string]*proc{}
 	for _, id := range []string{"c1", "c2"} {
 		ctls[id] = start(t, id, "controller", "--store", url, "--spec", spec, "--id", id, "--lease-timeout", "2s")
-		ctls[id].await(t, "admin API at", time.Minute)
-		m := regexp.MustCompile(`admin API at (\S+)`).FindStringSubmatch(ctls[id].out.String())
-		admin[id] = m[1]
+		admin[id] = adminAddr(t, ctls[id])
 	}
 	var first cluster.LeaderRecord
 	eventually(t, "a leader", func() bool {
@@ -91,6 +89,15 @@ func TestMetricsAcrossFailover(t *testing.T) {
 	}
 	checkCounts(t, ctx, c)
 	t.Logf("Reader inputs: %v before the failover (worker w%d killed before it), %v after", before, victim, after)
+}
+
+var adminAt = regexp.MustCompile(`admin API at (\S+)`)
+
+// adminAddr waits for controller p's admin API and returns its address.
+func adminAddr(t *testing.T, p *proc) string {
+	t.Helper()
+	p.await(t, "admin API at", time.Minute)
+	return adminAt.FindStringSubmatch(p.out.String())[1]
 }
 
 // adminGet GETs path from a controller's admin API on loopback (no token).

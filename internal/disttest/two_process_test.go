@@ -2,14 +2,12 @@ package disttest
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/weir-stream/weir/internal/testconn"
-	"github.com/weir-stream/weir/internal/testproc"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/store/open"
 	"github.com/weir-stream/weir/store/postgres/pgtest"
@@ -68,16 +66,7 @@ func TestTwoWorkersOnPostgres(t *testing.T) {
 	if err := c.Write(ctx, rand.New(rand.NewPCG(17, 1)), 3000, 50, 500); err != nil {
 		t.Fatal(err)
 	}
-	ports, err := testproc.FreePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var workers []*proc
-	for i, port := range ports {
-		w := start(t, fmt.Sprintf("worker%d", i), "worker", "--store", url, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--id", fmt.Sprintf("w%d", i), "-v")
-		w.await(t, "listening on", time.Minute)
-		workers = append(workers, w)
-	}
+	workers := startWorkers(t, url, 2, "-v")
 	ctl := start(t, "controller", "controller", "--store", url, "--spec", counterSpec(), "-v")
 	if err := ctl.wait(t, 3*time.Minute); err != nil {
 		t.Fatalf("controller: %v", err)
