@@ -342,7 +342,7 @@ func (s *Sink) Sync(_ context.Context, txn *store.Txn) error {
 	s.stored = append(s.stored, s.unstored...)
 	s.unstored = nil
 	if s.spoolDrop != "" {
-		txn.DeleteRange(catalogTable, s.spoolPrefix(), s.spoolThrough(s.spoolDrop))
+		txn.DeleteRange(catalogTable, s.spool, s.spoolThrough(s.spoolDrop))
 		s.spoolDrop = ""
 	}
 	if s.toRecord > s.recordedID || (s.spoolHigh != "" && !s.spoolState) {

@@ -35,9 +35,6 @@ func spoolPrefix(path, part string) []byte {
 	return codec.AppendString(codec.AppendString([]byte("spool/"), path), part)
 }
 
-// spoolPrefix is the partition's spool prefix (set by Init).
-func (s *Sink) spoolPrefix() []byte { return s.spool }
-
 func (s *Sink) spoolKey(id msgid.ID) []byte {
 	return append(append(make([]byte, 0, len(s.spool)+len(id)+1), s.spool...), id...)
 }
