@@ -351,3 +351,42 @@ func TestSpoolRebuiltAboveTheFrontier(t *testing.T) {
 		t.Errorf("batches %v left in the spool", b)
 	}
 }
+
+// TestSinkStateVersion1: a partition recorded by a weir without the spool
+// (state version 1, its open table in the outbox) goes on: Init takes its
+// frontier, and the first Sync that spools rows records version 2, which
+// that older weir refuses. An unknown version stops Init.
+func TestSinkStateVersion1(t *testing.T) {
+	ctx := context.Background()
+	s := newSim(t, map[string]any{"max_row_count": 30})
+	s.run(40, 10, 3*time.Second)
+	v, _, err := s.st.Get(ctx, store.PartitionStates, s.stateKey())
+	if err != nil || len(v) == 0 {
+		t.Fatalf("sink state %x (%v)", v, err)
+	}
+	put := func(b []byte) {
+		txn := store.NewTxn()
+		txn.Put(store.PartitionStates, s.stateKey(), b)
+		if err := s.st.Commit(ctx, txn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(append([]byte{1}, v[1:]...))
+	if err := s.start(); err != nil {
+		t.Fatalf("a version 1 state: %v", err)
+	}
+	if got := s.sink.recordedID; got != s.sink.base.MessageID || got == "" {
+		t.Fatalf("recorded frontier %q, want the manifest's %q", got, s.sink.base.MessageID)
+	}
+	s.epoch(10)
+	s.epoch(0) // spools the 10 rows
+	if v, _, _ := s.st.Get(ctx, store.PartitionStates, s.stateKey()); len(v) == 0 || v[0] != 2 {
+		t.Fatalf("sink state %x once rows are spooled: want version 2", v)
+	}
+	s.run(60, 10, 3*time.Second)
+	s.check(60)
+	put(append([]byte{3}, v[1:]...))
+	if err := s.start(); err == nil || !strings.Contains(err.Error(), "state version") {
+		t.Fatalf("a version 3 state: Init = %v, want the unknown version refused", err)
+	}
+}
