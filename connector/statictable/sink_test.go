@@ -390,3 +390,33 @@ func TestSinkStateVersion1(t *testing.T) {
 		t.Fatalf("a version 3 state: Init = %v, want the unknown version refused", err)
 	}
 }
+
+// TestSpooledRowsMissing: a publish that finds the open table's spooled
+// rows gone from the store stops the sink with ErrProgressLost (the outbox
+// no longer holds them) rather than publish a table without them.
+func TestSpooledRowsMissing(t *testing.T) {
+	ctx := context.Background()
+	s := newSim(t, map[string]any{"max_row_count": 1000})
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	s.epoch(20)
+	s.epoch(0) // spools the 20 rows and acknowledges them
+	if len(s.outbox) != 0 || len(s.spoolBatches()) != 1 {
+		t.Fatalf("%d messages in the outbox, spool batches %v: want 0 and 1", len(s.outbox), s.spoolBatches())
+	}
+	pre := spoolPrefix(s.sink.path, s.part)
+	txn := store.NewTxn()
+	txn.DeleteRange(catalogTable, pre, tables.PrefixEnd(pre))
+	if err := s.st.Commit(ctx, txn); err != nil {
+		t.Fatal(err)
+	}
+	s.clk.Advance(20 * time.Second)
+	s.epoch(0) // the slot ended: the publish
+	if err := s.sink.Failure(); !errors.Is(err, ErrProgressLost) {
+		t.Fatalf("failure %v, want ErrProgressLost", err)
+	}
+	if m, ok, _ := readManifestFile(s.out); ok && len(m.Tables) > 0 {
+		t.Errorf("tables published without the spooled rows: %+v", m.Tables)
+	}
+}
