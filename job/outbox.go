@@ -27,8 +27,9 @@ type outbox struct {
 	st        store.Store
 	partition string
 
-	entries map[msgid.ID]*output
-	bytes   int
+	// count and bytes are the number and size of undelivered outputs.
+	count int
+	bytes int
 	// erase holds ids delivered since the last commit whose rows exist.
 	erase []msgid.ID
 	// fresh holds outputs registered in this epoch, in registration order.
@@ -56,7 +57,7 @@ type output struct {
 }
 
 func newOutbox(st store.Store, partition string) *outbox {
-	return &outbox{st: st, partition: partition, entries: map[msgid.ID]*output{}, pendingTS: streamMins{}}
+	return &outbox{st: st, partition: partition, pendingTS: streamMins{}}
 }
 
 // load returns the undelivered outputs persisted by earlier jobs of the
@@ -89,7 +90,7 @@ func (o *outbox) load(ctx context.Context) ([]*weir.Message, error) {
 // persisted says whether its row already exists (reloaded after a restart).
 func (o *outbox) add(m *weir.Message, dests int, persisted bool) *output {
 	out := &output{msg: m, size: tables.MessageSize(m), remaining: dests, persisted: persisted}
-	o.entries[m.ID] = out
+	o.count++
 	o.bytes += out.size
 	o.pendingTS.add(m.Stream, m.SystemTimestamp)
 	if !persisted {
@@ -115,7 +116,7 @@ func (o *outbox) ack(out *output) {
 		return
 	}
 	out.delivered = true
-	delete(o.entries, out.msg.ID)
+	o.count--
 	o.bytes -= out.size
 	o.pendingTS.remove(out.msg.Stream, out.msg.SystemTimestamp)
 	if out.persisted {
@@ -163,7 +164,7 @@ func (o *outbox) committed() {
 }
 
 // undelivered returns the count and bytes of outputs still in flight.
-func (o *outbox) undelivered() (int, int) { return len(o.entries), o.bytes }
+func (o *outbox) undelivered() (int, int) { return o.count, o.bytes }
 
 // minSystemTimestamp returns the smallest SystemTimestamp of the
 // undelivered outputs per stream.

@@ -15,8 +15,7 @@ import (
 // delivered to every destination. Until then the upstream sender keeps it,
 // and a restart recomputes the same outputs with the same ids.
 type swiftTracker struct {
-	parents  map[msgid.ID]*swiftParent
-	children map[msgid.ID]*swiftChild
+	parents map[msgid.ID]*swiftParent
 	// ready holds parents whose children are all delivered; they are
 	// acknowledged after the epoch's commit.
 	ready []*swiftParent
@@ -37,19 +36,23 @@ type swiftParent struct {
 }
 
 // swiftChild is an output and the parents it waits for; most outputs have
-// one parent (p0), merged ones more.
+// one parent (p0), merged ones more. It is reached through its offers'
+// token (transport.Offer.Token), not by id.
 type swiftChild struct {
 	msg       *weir.Message
 	p0        *swiftParent
 	more      []*swiftParent
 	remaining int
+	// done: every destination acknowledged it (later acknowledgements are
+	// repeats).
+	done bool
 	// acked holds the downstream destinations (route indexes) that
 	// acknowledged it: each counts once.
 	acked ackSet
 }
 
 func newSwiftTracker() *swiftTracker {
-	return &swiftTracker{parents: map[msgid.ID]*swiftParent{}, children: map[msgid.ID]*swiftChild{}, pendingTS: streamMins{}}
+	return &swiftTracker{parents: map[msgid.ID]*swiftParent{}, pendingTS: streamMins{}}
 }
 
 // addSourceRecords registers a source batch's messages as parents with
@@ -70,8 +73,10 @@ func (t *swiftTracker) addSourceRecords(msgs []*weir.Message, offsets []connecto
 }
 
 // track records the lineage of an epoch: inputs and each output's parents.
-// Parents and children are allocated in one block each per epoch.
-func (t *swiftTracker) track(inputs []*weir.Message, outs []*weir.Message, lineage [][]*weir.Message) {
+// It returns the outputs' children (index-aligned with outs; each must get
+// its destination count from expect). Parents and children are allocated
+// in one block each per epoch.
+func (t *swiftTracker) track(inputs []*weir.Message, outs []*weir.Message, lineage [][]*weir.Message) []swiftChild {
 	var block []swiftParent
 	for _, m := range inputs {
 		if _, ok := t.parents[m.ID]; !ok {
@@ -100,7 +105,6 @@ func (t *swiftTracker) track(inputs []*weir.Message, outs []*weir.Message, linea
 				c.more = append(c.more, sp)
 			}
 		}
-		t.children[m.ID] = c
 		t.pendingTS.add(m.Stream, m.SystemTimestamp)
 	}
 	for _, m := range inputs {
@@ -108,25 +112,21 @@ func (t *swiftTracker) track(inputs []*weir.Message, outs []*weir.Message, linea
 			t.ready = append(t.ready, sp)
 		}
 	}
+	return children
 }
 
-// expect sets how many destinations child id must reach.
-func (t *swiftTracker) expect(m *weir.Message, dests int) {
-	c := t.children[m.ID]
-	if c == nil {
-		return
-	}
+// expect sets how many destinations c must reach.
+func (t *swiftTracker) expect(c *swiftChild, dests int) {
 	c.remaining = dests
 	if dests == 0 {
 		t.childDone(c)
 	}
 }
 
-// delivered records the acknowledgement of child id by the destination of
-// route index route; a repeated one counts once.
-func (t *swiftTracker) delivered(id msgid.ID, route int) {
-	c := t.children[id]
-	if c == nil || !c.acked.add(route) {
+// delivered records the acknowledgement of c by the destination of route
+// index route; a repeated one counts once.
+func (t *swiftTracker) delivered(c *swiftChild, route int) {
+	if c.done || !c.acked.add(route) {
 		return
 	}
 	c.remaining--
@@ -136,7 +136,7 @@ func (t *swiftTracker) delivered(id msgid.ID, route int) {
 }
 
 func (t *swiftTracker) childDone(c *swiftChild) {
-	delete(t.children, c.msg.ID)
+	c.done = true
 	t.pendingTS.remove(c.msg.Stream, c.msg.SystemTimestamp)
 	if c.p0 != nil {
 		t.parentDone(c.p0)

@@ -358,6 +358,15 @@ func (e *Endpoint) Offer(from transport.SenderToken, p transport.PartitionID, ms
 	return e.n.out.Offer(from, c.box, msg, size, ack, maybeDup)
 }
 
+// OfferBatch queues offers on the channel to partition p (see Offer).
+func (e *Endpoint) OfferBatch(from transport.SenderToken, p transport.PartitionID, offers []transport.Offer, ack *transport.AckHook) int {
+	c := e.channel(p)
+	if c == nil {
+		return len(offers) // the node is closed: dropped, never acknowledged
+	}
+	return e.n.out.OfferBatch(from, c.box, offers, ack)
+}
+
 // Ready is signalled when the channel to p gains room.
 func (e *Endpoint) Ready(p transport.PartitionID) <-chan struct{} {
 	if c := e.channel(p); c != nil {
