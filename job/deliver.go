@@ -8,6 +8,7 @@ package job
 
 import (
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 
@@ -311,7 +312,7 @@ func (j *Job) distribute(outs []*weir.Message, dests [][]transport.PartitionID, 
 			continue
 		}
 		dup := maybeDup(m)
-		size := tables.MessageSize(m) // once per output, not per destination or retry
+		size := outputSize(m, tokens[i]) // once per output, not per destination or retry
 		for ri, dest := range dests[i] {
 			j.enqueue(dest, pendingOffer{msg: m, size: size, route: ri, maybeDup: dup, token: tokens[i]})
 		}
@@ -363,4 +364,28 @@ func (j *Job) tellSinks(ctl board.Control, blocked bool) {
 		}
 		o.Progress(*p)
 	}
+}
+
+// outputSize is MessageSize(m) for an output whose token is tok: an
+// outbox output's size is computed once; a Swift output that forwards its
+// only parent's row inherits the parent's size.
+func outputSize(m *weir.Message, tok any) int {
+	switch t := tok.(type) {
+	case *output:
+		return t.sizeOf()
+	case *swiftChild:
+		if p := t.p0; p != nil && len(t.more) == 0 && sameRow(p.msg.Payload, m.Payload) {
+			return p.size - len(p.msg.ID) - len(p.msg.Stream) + len(m.ID) + len(m.Stream)
+		}
+	}
+	return tables.MessageSize(m)
+}
+
+// sameRow reports whether a and b are the same map (not equal contents:
+// the same one, as a Swift output that forwards its input's row) with as
+// many columns as when the parent was sized. The size is an estimate for
+// buffer bounds: code that rewrites values of its input's row in place and
+// forwards it may make it stale, never a result.
+func sameRow(a, b weir.Row) bool {
+	return len(a) == len(b) && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
