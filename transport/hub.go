@@ -84,33 +84,47 @@ func (h *Hub) RegisterSender(p PartitionID, ordered bool) SenderToken {
 
 // Offer implements Sender.
 func (h *Hub) Offer(from SenderToken, p PartitionID, msg *weir.Message, size int, ack AckFunc, maybeDup bool) bool {
-	var src PartitionID
-	ordered := false
-	if f := from.fence; f != nil {
-		f.mu.RLock()
-		defer f.mu.RUnlock()
-		if f.gen != from.gen {
-			return true // a zombie's offer: dropped, never acknowledged
-		}
-		src, ordered = f.partition, from.ordered
+	src, ordered, live := from.admit()
+	if !live {
+		return true // a zombie's offer: dropped, never acknowledged
 	}
+	defer from.release()
 	return h.box(p).offer(msg, size, ack, maybeDup, src, ordered)
 }
 
 // OfferBatch implements Sender: one fence check and one mailbox lock for
 // the whole batch.
 func (h *Hub) OfferBatch(from SenderToken, p PartitionID, offers []Offer, ack *AckHook) int {
-	var src PartitionID
-	ordered := false
-	if f := from.fence; f != nil {
-		f.mu.RLock()
-		defer f.mu.RUnlock()
-		if f.gen != from.gen {
-			return len(offers) // a zombie's offers: dropped, never acknowledged
-		}
-		src, ordered = f.partition, from.ordered
+	src, ordered, live := from.admit()
+	if !live {
+		return len(offers) // a zombie's offers: dropped, never acknowledged
 	}
+	defer from.release()
 	return h.box(p).offerBatch(offers, ack, src, ordered)
+}
+
+// admit read-holds the token's fence for an offer (RegisterSender waits
+// for it) and returns the sending partition and whether it is ordered; live
+// is false, and nothing is held, for a superseded token. A live admission
+// ends with release.
+func (t SenderToken) admit() (src PartitionID, ordered, live bool) {
+	f := t.fence
+	if f == nil {
+		return "", false, true
+	}
+	f.mu.RLock()
+	if f.gen != t.gen {
+		f.mu.RUnlock()
+		return "", false, false
+	}
+	return f.partition, t.ordered, true
+}
+
+// release ends a live admission.
+func (t SenderToken) release() {
+	if f := t.fence; f != nil {
+		f.mu.RUnlock()
+	}
 }
 
 // Ready implements Sender.
