@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -53,6 +54,17 @@ func TestCommitOrderKeepsTheTxnsOutcome(t *testing.T) {
 		if got := get(k); got != want {
 			t.Errorf("after out-of-order writes, %s = %s, want %s", k, got, want)
 		}
+	}
+	// Many writes of one key among others in reverse order: a sort that is
+	// not stable would let an earlier write win.
+	commit(func(txn *store.Txn) {
+		for i := range 200 {
+			txn.Put(tb, []byte("many"), []byte(fmt.Sprint(i)))
+			txn.Put(tb, []byte(fmt.Sprintf("o%03d", 199-i)), []byte("o"))
+		}
+	})
+	if got := get("many"); got != "199" {
+		t.Errorf("after 200 writes of one key, it is %s, want the last, 199", got)
 	}
 	commit(func(txn *store.Txn) {
 		txn.Put(tb, []byte("x"), []byte("before"))
