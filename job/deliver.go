@@ -29,8 +29,8 @@ type offerChannel struct {
 }
 
 // ackQueue collects acknowledgements from other goroutines for the job's
-// goroutine: downstream acknowledgements of outputs by id and route (one
-// shared hook per route index, so an offer allocates nothing for its
+// goroutine: downstream acknowledgements of outputs by token and route
+// (one shared hook per route index, so an offer allocates nothing for its
 // acknowledgement), and sinks' acknowledgements of outputs.
 // wake is signalled (one slot) by every push, so that an idle job learns at
 // once that its outputs were delivered (a source job's idle wait has no
@@ -105,9 +105,10 @@ func (j *Job) drainAcks() { j.acks.drain(j.outputAcked, j.box.ack) }
 
 // outputAcked applies one destination's acknowledgement of an output: the
 // Swift tracker counts it, the outbox erases the output once every
-// destination acknowledged it (an output delivered already stays so). A destination that acknowledges an output again (a transport
-// may re-send an acknowledgement) counts once: otherwise an output with
-// several destinations would be erased before the others had it.
+// destination acknowledged it (an output delivered already stays so). A
+// destination that acknowledges an output again (a transport may re-send
+// an acknowledgement) counts once: otherwise an output with several
+// destinations would be erased before the others had it.
 func (j *Job) outputAcked(a routeAck) {
 	switch t := a.token.(type) {
 	case *swiftChild:
