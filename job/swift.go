@@ -127,9 +127,20 @@ func (t *swiftTracker) track(inputs []*weir.Message, outs []*weir.Message, linea
 		}
 		t.pendingTS.add(m.Stream, m.SystemTimestamp)
 	}
-	for _, sp := range held {
-		if sp.remaining == 0 {
-			t.ready = append(t.ready, sp)
+	// Parents without children are acknowledgeable at once: every record
+	// of a source batch (a record matched to no input included), the held
+	// internal inputs.
+	if len(t.batch) > 0 {
+		for i := range t.batch {
+			if sp := &t.batch[i]; sp.remaining == 0 {
+				t.ready = append(t.ready, sp)
+			}
+		}
+	} else {
+		for _, sp := range held {
+			if sp.remaining == 0 {
+				t.ready = append(t.ready, sp)
+			}
 		}
 	}
 	t.batch = nil
@@ -143,10 +154,19 @@ func (t *swiftTracker) inputParents(inputs []*weir.Message) []*swiftParent {
 	held := make([]*swiftParent, len(inputs))
 	if len(t.batch) > 0 {
 		// A source's inputs are its batch, in order (its records are never
-		// dropped as duplicates).
+		// dropped as duplicates). They are matched by pointer all the same,
+		// so that inputs that differ from the batch cannot take another
+		// record's place.
 		invariants.Check(len(t.batch) == len(inputs), "swift source: %d inputs for a batch of %d records", len(inputs), len(t.batch))
-		for i := range held {
-			held[i] = &t.batch[i]
+		k := 0
+		for i, m := range inputs {
+			for k < len(t.batch) && t.batch[k].msg != m {
+				k++
+			}
+			if k < len(t.batch) {
+				held[i] = &t.batch[k]
+				k++
+			}
 		}
 		return held
 	}
