@@ -192,7 +192,32 @@ func checkExact(t *testing.T, got map[string][]int64, want map[string]int) {
 		if len(got[k]) != n {
 			t.Errorf("key %s: %d outputs, want %d", k, len(got[k]), n)
 		}
+		if len(got[k]) != n || len(seen) != n {
+			t.Logf("key %s: the counts in output order: %s", k, countRuns(got[k]))
+		}
 	}
+}
+
+// countRuns shows counts as runs of consecutive values ("1-35 12-20 36-40"):
+// a failure's shape (a repeated stretch, a gap, a tail cut off) at a glance.
+func countRuns(counts []int64) string {
+	var b strings.Builder
+	for i := 0; i < len(counts); {
+		j := i
+		for j+1 < len(counts) && counts[j+1] == counts[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		if j == i {
+			fmt.Fprintf(&b, "%d", counts[i])
+		} else {
+			fmt.Fprintf(&b, "%d-%d", counts[i], counts[j])
+		}
+		i = j + 1
+	}
+	return b.String()
 }
 
 // TestKillAndRerunExactlyOnce: for the sync and async counter examples and

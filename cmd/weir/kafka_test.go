@@ -28,8 +28,11 @@ func kafkaSpec(t *testing.T, c interface{ ListenAddrs() []string }) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := fmt.Sprintf("[%q]", c.ListenAddrs()[0])
-	b = bytes.ReplaceAll(b, []byte(`["localhost:9092"]`), []byte(addr))
+	var addrs []string
+	for _, a := range c.ListenAddrs() {
+		addrs = append(addrs, fmt.Sprintf("%q", a))
+	}
+	b = bytes.ReplaceAll(b, []byte(`["localhost:9092"]`), []byte("["+strings.Join(addrs, "; ")+"]"))
 	spec := filepath.Join(t.TempDir(), "kafka.yson")
 	if err := os.WriteFile(spec, b, 0o644); err != nil {
 		t.Fatal(err)

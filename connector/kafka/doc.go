@@ -148,17 +148,29 @@
 // offset behind, and nothing reports it again; the pipeline's position is
 // unaffected.
 //
-// One broker failure weir cannot pass through: a broker restarted after a
-// SIGKILL may skip the commit or abort markers of a transaction it finds
-// half-completed (its log says "Couldn't find leader endpoint for
+// One broker failure weir cannot pass through: a single broker that stops
+// while a transaction ends — restarted after a SIGKILL, and also on a
+// controlled stop (SIGTERM), when it gives up leading its partitions
+// before the markers are sent — may skip the commit or abort markers of
+// that transaction (its log says "Couldn't find leader endpoint for
 // partitions … these partitions are likely deleted already and hence can
 // be skipped"; seen on a single-node Kafka 4.4.0). The transaction then
-// hangs: the output partition's last stable offset stops (read_committed
-// consumers see nothing after it) and the sink's marker group answers
-// UNSTABLE_OFFSET_COMMIT, so the sink retries, logging the error, without
-// writing, losing or repeating anything. The operator finds and aborts
-// the hanging transaction with Kafka's own tool (kafka-transactions.sh
-// find-hanging --broker-id N, then abort --topic T --partition P
-// --start-offset O); the sink's next retry can then read its marker (that
-// recovery is not tested here yet).
+// hangs on those partitions: their last stable offset stops (read_committed
+// consumers see nothing after it), and if the marker group's partition is
+// among them the sink's marker answers UNSTABLE_OFFSET_COMMIT. Worse, the
+// producer's next transaction's commit marker on such a partition commits
+// the hanging records too: an aborted transaction's outputs, which the
+// sink writes again, would appear twice. So right after initializing its
+// transactional id (at start-up, and before retrying a failed write) the
+// sink asks the partitions' leaders for its own producer's open
+// transactions (DescribeProducers): none may be open then, since the
+// initialization ended them all. One that is hangs, and the sink refuses
+// to write (ErrHangingTransaction, naming the partition, the offset and
+// the producer epoch), retrying and logging, without writing, losing or
+// repeating anything. The operator resolves it with Kafka's own tool:
+// kafka-transactions.sh describe-producers, and abort --topic T --partition
+// P --start-offset O for an aborted transaction (the coordinator's log
+// says which: "txnState=EMPTY" or PREPARE_ABORT after the hanging epoch).
+// A cluster of three brokers with replicated topics does not hit this:
+// leadership moves and the markers are sent to the new leader.
 package kafka

@@ -264,6 +264,9 @@ func (w *txnWriter) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("re-read progress marker of %s: %w", w.txnID, err)
 	}
+	if err := w.checkHanging(ctx); err != nil {
+		return err
+	}
 	if mk.found && mk.valid && mk.seq > w.marker {
 		w.marker = mk.seq
 	}

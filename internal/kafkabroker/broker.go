@@ -493,6 +493,13 @@ func (c *Cluster) CreateTopics(ctx context.Context, topics map[string]int32) err
 			return fmt.Errorf("create topic %s: %w", name, res.Err)
 		}
 	}
+	return waitLed(ctx, adm, topics)
+}
+
+// waitLed waits until the metadata shows every topic with at least its
+// partition count, each partition with a leader: a producer that learns the
+// metadata after that sees them all.
+func waitLed(ctx context.Context, adm *kadm.Client, topics map[string]int32) error {
 	for {
 		md, err := adm.Metadata(ctx, topicNames(topics)...)
 		if err == nil && topicsLed(md, topics) {
@@ -506,14 +513,16 @@ func (c *Cluster) CreateTopics(ctx context.Context, topics map[string]int32) err
 	}
 }
 
-// AddPartitions grows topic to n partitions.
+// AddPartitions grows topic to n partitions and waits until each has a
+// leader (a client created after it returns can produce to all n).
 func (c *Cluster) AddPartitions(ctx context.Context, topic string, n int) error {
 	cl, err := c.Client()
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	res, err := kadm.NewClient(cl).UpdatePartitions(ctx, n, topic)
+	adm := kadm.NewClient(cl)
+	res, err := adm.UpdatePartitions(ctx, n, topic)
 	if err != nil {
 		return err
 	}
@@ -522,7 +531,7 @@ func (c *Cluster) AddPartitions(ctx context.Context, topic string, n int) error 
 			return fmt.Errorf("add partitions to %s: %w", topic, r.Err)
 		}
 	}
-	return nil
+	return waitLed(ctx, adm, map[string]int32{topic: int32(n)})
 }
 
 func topicNames(topics map[string]int32) []string {
