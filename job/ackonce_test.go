@@ -33,19 +33,19 @@ func TestRepeatedAckCountsOnce(t *testing.T) {
 	if len(dests[0]) != 2 {
 		t.Fatalf("destinations %v, want one partition of B and one of C", dests[0])
 	}
-	j.register(m, false)
-	j.distribute([]*weir.Message{m}, dests, func(*weir.Message) bool { return false })
+	out := j.register(m, false)
+	j.distribute([]*weir.Message{m}, dests, []any{out}, func(*weir.Message) bool { return false })
 
 	first := j.ackHook(0)
-	first(m.ID)
-	first(m.ID) // the same destination again
+	first.Acked(transport.Acked{ID: m.ID, Token: out})
+	first.Acked(transport.Acked{ID: m.ID, Token: out}) // the same destination again
 	j.drainAcks()
-	if j.box.entries[m.ID] == nil {
+	if out.delivered {
 		t.Fatalf("output %s left the outbox after two acknowledgements of %s; %s has not acknowledged it", m.ID, dests[0][0], dests[0][1])
 	}
-	j.ackHook(1)(m.ID)
+	j.ackHook(1).Acked(transport.Acked{ID: m.ID, Token: out})
 	j.drainAcks()
-	if j.box.entries[m.ID] != nil {
+	if !out.delivered {
 		t.Fatalf("output %s still in the outbox after both destinations acknowledged it", m.ID)
 	}
 }
@@ -56,14 +56,14 @@ func TestRepeatedAckCountsOnceSwift(t *testing.T) {
 	tr := newSwiftTracker()
 	in := &weir.Message{ID: msgid.Ordered(3, "in", 0), Stream: "in"}
 	out := &weir.Message{ID: in.ID + "-s:00", Stream: "s"}
-	tr.track([]*weir.Message{in}, []*weir.Message{out}, [][]*weir.Message{{in}})
-	tr.expect(out, 2)
-	tr.delivered(out.ID, 0)
-	tr.delivered(out.ID, 0)
+	c := &tr.track([]*weir.Message{in}, []*weir.Message{out}, [][]*weir.Message{{in}})[0]
+	tr.expect(c, 2)
+	tr.delivered(c, 0)
+	tr.delivered(c, 0)
 	if got := tr.takeReady(); len(got) != 0 {
 		t.Fatalf("parent released after two acknowledgements by one of two destinations")
 	}
-	tr.delivered(out.ID, 1)
+	tr.delivered(c, 1)
 	if got := tr.takeReady(); len(got) != 1 || got[0].msg.ID != in.ID {
 		t.Fatalf("parent not released after both destinations acknowledged: %v", got)
 	}

@@ -8,13 +8,13 @@ package job
 
 import (
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/connector"
-	"github.com/weir-stream/weir/internal/invariants"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/tables"
@@ -28,17 +28,9 @@ type offerChannel struct {
 	stream string
 }
 
-type pendingOffer struct {
-	msg      *weir.Message
-	size     int
-	dest     transport.PartitionID
-	ack      transport.AckFunc
-	maybeDup bool
-}
-
 // ackQueue collects acknowledgements from other goroutines for the job's
-// goroutine: downstream acknowledgements of outputs by id and route (one
-// shared hook per route index, so an offer allocates nothing for its
+// goroutine: downstream acknowledgements of outputs by token and route
+// (one shared hook per route index, so an offer allocates nothing for its
 // acknowledgement), and sinks' acknowledgements of outputs.
 // wake is signalled (one slot) by every push, so that an idle job learns at
 // once that its outputs were delivered (a source job's idle wait has no
@@ -61,17 +53,20 @@ func (q *ackQueue) signal() {
 	}
 }
 
-// routeAck is a downstream acknowledgement of output id by the receiving
-// partition of route index route of the output's stream (j.routes).
+// routeAck is a downstream acknowledgement, by the receiving partition of
+// route index route of the output's stream (j.routes), of the output whose
+// offer carried token: its *output (outbox) or *swiftChild (Swift).
 type routeAck struct {
-	id    msgid.ID
+	token any
 	route int
 }
 
-// pushID queues a downstream acknowledgement of output id by its route.
-func (q *ackQueue) pushID(a routeAck) {
+// pushAcks queues downstream acknowledgements along route index route.
+func (q *ackQueue) pushAcks(route int, acks []transport.Acked) {
 	q.mu.Lock()
-	q.ids = append(q.ids, a)
+	for _, a := range acks {
+		q.ids = append(q.ids, routeAck{token: a.Token, route: route})
+	}
 	q.mu.Unlock()
 	q.signal()
 }
@@ -110,17 +105,18 @@ func (j *Job) drainAcks() { j.acks.drain(j.outputAcked, j.box.ack) }
 
 // outputAcked applies one destination's acknowledgement of an output: the
 // Swift tracker counts it, the outbox erases the output once every
-// destination acknowledged it (an id no longer in the outbox was delivered
-// already). A destination that acknowledges an output again (a transport
-// may re-send an acknowledgement) counts once: otherwise an output with
-// several destinations would be erased before the others had it.
+// destination acknowledged it (an output delivered already stays so). A
+// destination that acknowledges an output again (a transport may re-send
+// an acknowledgement) counts once: otherwise an output with several
+// destinations would be erased before the others had it.
 func (j *Job) outputAcked(a routeAck) {
-	if j.swift != nil {
-		j.swift.delivered(a.id, a.route)
-		return
-	}
-	if out := j.box.entries[a.id]; out != nil && out.acked.add(a.route) {
-		j.box.ack(out)
+	switch t := a.token.(type) {
+	case *swiftChild:
+		j.swift.delivered(t, a.route)
+	case *output:
+		if t.acked.add(a.route) {
+			j.box.ack(t)
+		}
 	}
 }
 
@@ -190,18 +186,14 @@ func (j *Job) fetchInputs() ([]*weir.Message, error) {
 	return out, nil
 }
 
-// register gives an output its destinations: every sink consuming its
-// stream and every downstream partition. Sinks get it now (a sync sink
+// register gives an outbox output its destinations: every sink consuming
+// its stream and every downstream partition. Sinks get it now (a sync sink
 // writes it inside this epoch's transaction); downstream partitions only
-// after the commit (distribute).
-func (j *Job) register(m *weir.Message, persisted bool) {
+// after the commit (distribute), with the returned output as the offers'
+// token.
+func (j *Job) register(m *weir.Message, persisted bool) *output {
 	sinks := j.sinksOf[m.Stream]
-	dests := len(j.routes[m.Stream]) + len(sinks)
-	if j.comp.Swift() {
-		j.swift.expect(m, dests)
-		return
-	}
-	out := j.box.add(m, dests, persisted)
+	out := j.box.add(m, len(j.routes[m.Stream])+len(sinks), persisted)
 	for i, s := range sinks {
 		if a, ok := s.sink.(connector.AtMostOnce); persisted && ok && a.DeliversAtMostOnce() {
 			// Reloaded after a restart: an earlier life may have handed it
@@ -211,6 +203,7 @@ func (j *Job) register(m *weir.Message, persisted bool) {
 		}
 		s.sink.Distribute(m, j.sinkDone(out, i, s.plan.ID))
 	}
+	return out
 }
 
 // sinkDone returns the done callback of the i-th sink of out's stream: the
@@ -310,70 +303,22 @@ func (j *Job) partitionID(r *plan.CompPlan, i int) transport.PartitionID {
 }
 
 // distribute offers outputs to the downstream partitions dests names
-// (from destinations); maybeDup says which may have been delivered before.
-func (j *Job) distribute(outs []*weir.Message, dests [][]transport.PartitionID, maybeDup func(*weir.Message) bool) {
+// (from destinations), in batches per destination (offers.go); tokens
+// (index-aligned) are the outputs' *output or *swiftChild, handed back with
+// their acknowledgements; maybeDup says which may have been delivered
+// before.
+func (j *Job) distribute(outs []*weir.Message, dests [][]transport.PartitionID, tokens []any, maybeDup func(*weir.Message) bool) {
 	for i, m := range outs {
 		if len(dests[i]) == 0 {
 			continue
 		}
 		dup := maybeDup(m)
-		size := tables.MessageSize(m) // once per output, not per destination or retry
+		size := outputSize(m, tokens[i]) // once per output, not per destination or retry
 		for ri, dest := range dests[i] {
-			j.offer(pendingOffer{msg: m, size: size, dest: dest, ack: j.ackHook(ri), maybeDup: dup})
+			j.enqueue(dest, pendingOffer{msg: m, size: size, route: ri, maybeDup: dup, token: tokens[i]})
 		}
 	}
-}
-
-// ackHook returns the acknowledgement hook of offers along route index ri
-// of their stream: it queues the id and the route for the job's goroutine
-// (outputAcked). One hook per route index serves every output.
-func (j *Job) ackHook(ri int) transport.AckFunc {
-	for len(j.ackHooks) <= ri {
-		r := len(j.ackHooks)
-		j.ackHooks = append(j.ackHooks, func(id msgid.ID) { j.acks.pushID(routeAck{id: id, route: r}) })
-	}
-	return j.ackHooks[ri]
-}
-
-// offer hands o to its destination, or queues it behind the offers to the
-// same destination that are still waiting for room.
-func (j *Job) offer(o pendingOffer) {
-	if invariants.Enabled && j.sender.Ordered() {
-		// An ordered sender's promise (transport.Delivery): per receiving
-		// partition and stream, strictly increasing ids in each life.
-		k := offerChannel{o.dest, o.msg.Stream}
-		last, ok := j.lastOffered[k]
-		invariants.Check(!ok || o.msg.ID > last, "ordered sender %s offered %s to %s after %s", j.cfg.Partition.ID, o.msg.ID, o.dest, last)
-		if j.lastOffered == nil {
-			j.lastOffered = map[offerChannel]msgid.ID{}
-		}
-		j.lastOffered[k] = o.msg.ID
-	}
-	if j.waiting[o.dest] == 0 && j.cfg.Hub.Offer(j.sender, o.dest, o.msg, o.size, o.ack, o.maybeDup) {
-		return
-	}
-	j.pending = append(j.pending, o)
-	j.waiting[o.dest]++
-}
-
-// retryOffers re-offers waiting outputs in order; per destination it stops
-// at the first refusal, so each destination receives them in emission order.
-func (j *Job) retryOffers() {
-	if len(j.pending) == 0 {
-		return
-	}
-	blocked := map[transport.PartitionID]bool{}
-	keep := j.pending[:0]
-	for _, o := range j.pending {
-		if blocked[o.dest] || !j.cfg.Hub.Offer(j.sender, o.dest, o.msg, o.size, o.ack, o.maybeDup) {
-			blocked[o.dest] = true
-			keep = append(keep, o)
-			continue
-		}
-		j.waiting[o.dest]--
-	}
-	clear(keep[len(keep):len(j.pending)])
-	j.pending = keep
+	j.flushTouched()
 }
 
 // flushSwift acknowledges the Swift inputs whose outputs are all delivered:
@@ -420,4 +365,28 @@ func (j *Job) tellSinks(ctl board.Control, blocked bool) {
 		}
 		o.Progress(*p)
 	}
+}
+
+// outputSize is MessageSize(m) for an output whose token is tok: an
+// outbox output's size is computed once; a Swift output that forwards its
+// only parent's row inherits the parent's size.
+func outputSize(m *weir.Message, tok any) int {
+	switch t := tok.(type) {
+	case *output:
+		return t.sizeOf()
+	case *swiftChild:
+		if p := t.p0; p != nil && len(t.more) == 0 && sameRow(p.msg.Payload, m.Payload) {
+			return p.size - len(p.msg.ID) - len(p.msg.Stream) + len(m.ID) + len(m.Stream)
+		}
+	}
+	return tables.MessageSize(m)
+}
+
+// sameRow reports whether a and b are the same map (not equal contents:
+// the same one, as a Swift output that forwards its input's row) with as
+// many columns as when the parent was sized. The size is an estimate for
+// buffer bounds: code that rewrites values of its input's row in place and
+// forwards it may make it stale, never a result.
+func sameRow(a, b weir.Row) bool {
+	return len(a) == len(b) && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }

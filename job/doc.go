@@ -26,14 +26,16 @@
 //	              letters; messages skipped by the operator (tables/skip.go)
 //	usercode.go   the Context and Output user code sees; process (per key: timers,
 //	              then messages); materialize (ids and meta of outputs and timers)
-//	deliver.go    outputs to sinks and downstream partitions, backpressure-ordered
-//	              offers, acknowledgements in both directions, Swift acks
+//	deliver.go    outputs to sinks and downstream partitions, acknowledgements in
+//	              both directions (by the offer's token: no lookup by id), Swift acks
+//	offers.go     an epoch's outputs offered per destination in batches; refused
+//	              ones wait, and nothing overtakes them
 //	report.go     the status a job posts on the board (watermark bounds, drained)
 //	txmanager.go  the fenced, guarded commit and the idle lease probe
 //	dedup.go      the input store: dedup by channel frontier or by id (exactly_once),
 //	              and by watermark
 //	outbox.go     materialized outputs until every destination acknowledged them
-//	states.go     per-key states with a byte-bounded cache
+//	states.go     per-key states with a byte-bounded cache (CLOCK eviction)
 //	extstate.go   the epoch's external state buffer: reads over it, its writes
 //	              (guarded when read first) added to the epoch transaction
 //	timers.go     timers: persisted, bounded, ordered by trigger

@@ -62,6 +62,9 @@ type Decision struct {
 	Outputs []*weir.Message
 	Dests   [][]transport.PartitionID
 	suspect func(*weir.Message) bool
+	// tokens are the outputs' *output or *swiftChild (index-aligned), the
+	// offers' tokens.
+	tokens []any
 	// Txn holds the epoch's writes; Commit says whether it is committed (a
 	// Swift epoch with nothing to persist and no probe due commits nothing).
 	Txn    *store.Txn
@@ -253,11 +256,18 @@ func (j *Job) record(d *Decision, txn *store.Txn, emits []emitted) error {
 	}
 	d.Outputs, d.result.Outputs = outs, len(outs)
 	d.suspect = j.outputSuspect(outs, lineage)
+	d.tokens = make([]any, len(outs))
 	if j.swift != nil {
-		j.swift.track(d.Fresh, outs, lineage)
-	}
-	for _, m := range outs {
-		j.register(m, false)
+		children := j.swift.track(d.Fresh, outs, lineage)
+		for i, m := range outs {
+			c := &children[i]
+			j.swift.expect(c, len(j.routes[m.Stream])+len(j.sinksOf[m.Stream]))
+			d.tokens[i] = c
+		}
+	} else {
+		for i, m := range outs {
+			d.tokens[i] = j.register(m, false)
+		}
 	}
 	j.timers.sync(txn)
 	return nil
@@ -350,7 +360,7 @@ func (j *Job) Apply(ctx context.Context, d *Decision) (EpochResult, error) {
 	for _, s := range j.sinks {
 		s.sink.Commit(ctx)
 	}
-	j.distribute(d.Outputs, d.Dests, d.suspect)
+	j.distribute(d.Outputs, d.Dests, d.tokens, d.suspect)
 	if len(d.Fresh) > 0 {
 		// Report before acknowledging the inputs upstream: once an upstream
 		// partition learns its outputs were processed it may report quiet,

@@ -97,14 +97,10 @@ type Job struct {
 	sinksOf map[string][]*sinkInstance
 	// ackHooks are the acknowledgement hooks of offers, by route index
 	// (ackHook).
-	ackHooks []transport.AckFunc
-	// pending holds offers refused by full buffers, in emission order, and
-	// every later offer to a destination that has one waiting: outputs of
-	// this partition reach each receiving partition in emission order (the
-	// lineage ordering guarantee), so nothing may overtake a refused offer.
-	pending []pendingOffer
-	// waiting counts the pending offers per destination.
-	waiting map[transport.PartitionID]int
+	ackHooks []*transport.AckHook
+	// offers holds outputs to offer downstream per receiving partition,
+	// and those refused by full buffers (offers.go).
+	offers offerQueues
 
 	acks ackQueue
 	// calls holds the buffers user-code calls reuse across epochs.
@@ -170,7 +166,6 @@ func New(cfg Config) (*Job, error) {
 		outputs: map[string]bool{},
 		routes:  map[string][]*plan.CompPlan{},
 		suspect: map[msgid.ID]bool{},
-		waiting: map[transport.PartitionID]int{},
 	}
 	j.acks.wake = make(chan struct{}, 1)
 	for _, s := range c.Outputs {
@@ -289,12 +284,13 @@ func (j *Job) Init(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("job %s: outbox: %w", p.ID, err)
 		}
-		for _, m := range msgs {
-			j.register(m, true)
+		tokens := make([]any, len(msgs))
+		for i, m := range msgs {
+			tokens[i] = j.register(m, true)
 		}
 		// Reloaded outputs may have reached their receivers in an earlier
 		// life of this partition: they must be deduplicated there.
-		j.distribute(msgs, dests, func(*weir.Message) bool { return true })
+		j.distribute(msgs, dests, tokens, func(*weir.Message) bool { return true })
 	}
 	j.report(false)
 	return nil
@@ -348,10 +344,7 @@ func (j *Job) Run(ctx context.Context) error {
 		if j.recv != nil {
 			notify = j.recv.Notify()
 		}
-		var room <-chan struct{}
-		if len(j.pending) > 0 {
-			room = j.cfg.Hub.Ready(j.pending[0].dest)
-		}
+		room := j.roomWait()
 		t := time.NewTimer(j.comp.Batch.EmptyBackoff)
 		select {
 		case <-ctx.Done():

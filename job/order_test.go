@@ -29,9 +29,10 @@ func TestRefusedOfferIsNotOvertaken(t *testing.T) {
 	j := startTestJob(t, st, hub, pl, "A", plan.PartitionSpec{ID: plan.KeyedPartitionID("A", 0), ToEnd: true})
 	dest := plan.KeyedPartitionID("B", 0)
 	recv := hub.Attach(dest)
-	msg := func(i uint64) pendingOffer {
+	offer := func(i uint64) {
 		m := &weir.Message{ID: msgid.Ordered(7, "s", i), Stream: "s", Payload: weir.Row{"key": "k"}}
-		return pendingOffer{msg: m, size: 10, dest: dest}
+		j.enqueue(dest, pendingOffer{msg: m, size: 10})
+		j.flushTouched()
 	}
 	var arrived []msgid.ID
 	take := func() {
@@ -40,10 +41,10 @@ func TestRefusedOfferIsNotOvertaken(t *testing.T) {
 			recv.Ack(d.Msg.ID)
 		}
 	}
-	j.offer(msg(1)) // accepted: the buffer was empty
-	j.offer(msg(2)) // refused: waits
-	take()          // room again
-	j.offer(msg(3)) // must queue behind 2
+	offer(1) // accepted: the buffer was empty
+	offer(2) // refused: waits
+	take()   // room again
+	offer(3) // must queue behind 2
 	for i := 0; i < 5 && len(arrived) < 3; i++ {
 		j.retryOffers()
 		take()
@@ -52,7 +53,7 @@ func TestRefusedOfferIsNotOvertaken(t *testing.T) {
 	if len(arrived) != 3 || arrived[0] != want[0] || arrived[1] != want[1] || arrived[2] != want[2] {
 		t.Fatalf("arrival order %v, want %v", arrived, want)
 	}
-	if len(j.pending) != 0 || j.waiting[dest] != 0 {
-		t.Fatalf("after delivery: %d pending, %d waiting for %s", len(j.pending), j.waiting[dest], dest)
+	if n := j.waitingOffers(); n != 0 || len(j.offers.blocked) != 0 {
+		t.Fatalf("after delivery: %d offers waiting, %d destinations blocked", n, len(j.offers.blocked))
 	}
 }

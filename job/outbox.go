@@ -27,8 +27,13 @@ type outbox struct {
 	st        store.Store
 	partition string
 
-	entries map[msgid.ID]*output
+	// count is the number of undelivered outputs; bytes the size of those
+	// among them that are counted (output.counted). unsized holds the
+	// outputs added since the last undelivered(): it sizes those still
+	// undelivered then.
+	count   int
 	bytes   int
+	unsized []*output
 	// erase holds ids delivered since the last commit whose rows exist.
 	erase []msgid.ID
 	// fresh holds outputs registered in this epoch, in registration order.
@@ -41,8 +46,12 @@ type outbox struct {
 
 // output is one output message and its delivery progress.
 type output struct {
-	msg  *weir.Message
-	size int
+	msg *weir.Message
+	// size is tables.MessageSize(msg), computed when first needed (sizeOf;
+	// 0: not yet): an output delivered within its epoch — to a sync sink —
+	// is never sized. counted says it is in the outbox's bytes.
+	size    int
+	counted bool
 	// remaining counts destinations that have not acknowledged it.
 	remaining int
 	persisted bool
@@ -56,7 +65,7 @@ type output struct {
 }
 
 func newOutbox(st store.Store, partition string) *outbox {
-	return &outbox{st: st, partition: partition, entries: map[msgid.ID]*output{}, pendingTS: streamMins{}}
+	return &outbox{st: st, partition: partition, pendingTS: streamMins{}}
 }
 
 // load returns the undelivered outputs persisted by earlier jobs of the
@@ -88,9 +97,9 @@ func (o *outbox) load(ctx context.Context) ([]*weir.Message, error) {
 // add registers an output with the given number of destinations.
 // persisted says whether its row already exists (reloaded after a restart).
 func (o *outbox) add(m *weir.Message, dests int, persisted bool) *output {
-	out := &output{msg: m, size: tables.MessageSize(m), remaining: dests, persisted: persisted}
-	o.entries[m.ID] = out
-	o.bytes += out.size
+	out := &output{msg: m, remaining: dests, persisted: persisted}
+	o.count++
+	o.unsized = append(o.unsized, out)
 	o.pendingTS.add(m.Stream, m.SystemTimestamp)
 	if !persisted {
 		o.fresh = append(o.fresh, out)
@@ -115,8 +124,10 @@ func (o *outbox) ack(out *output) {
 		return
 	}
 	out.delivered = true
-	delete(o.entries, out.msg.ID)
-	o.bytes -= out.size
+	o.count--
+	if out.counted {
+		o.bytes -= out.size
+	}
 	o.pendingTS.remove(out.msg.Stream, out.msg.SystemTimestamp)
 	if out.persisted {
 		o.erase = append(o.erase, out.msg.ID)
@@ -163,7 +174,25 @@ func (o *outbox) committed() {
 }
 
 // undelivered returns the count and bytes of outputs still in flight.
-func (o *outbox) undelivered() (int, int) { return len(o.entries), o.bytes }
+func (o *outbox) undelivered() (int, int) {
+	for _, out := range o.unsized {
+		if !out.delivered {
+			o.bytes += out.sizeOf()
+			out.counted = true
+		}
+	}
+	clear(o.unsized)
+	o.unsized = o.unsized[:0]
+	return o.count, o.bytes
+}
+
+// sizeOf returns out's size, computing it once.
+func (out *output) sizeOf() int {
+	if out.size == 0 {
+		out.size = tables.MessageSize(out.msg)
+	}
+	return out.size
+}
 
 // minSystemTimestamp returns the smallest SystemTimestamp of the
 // undelivered outputs per stream.

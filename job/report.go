@@ -51,7 +51,7 @@ func (j *Job) report(idle bool) {
 	undelivered, _ := j.box.undelivered()
 	// Delivered outputs whose erase is not yet committed count as in
 	// flight: a pipeline reported stopped must not send them again.
-	quiet := undelivered == 0 && len(j.pending) == 0 && len(j.box.erase) == 0
+	quiet := undelivered == 0 && j.waitingOffers() == 0 && len(j.box.erase) == 0
 	if j.swift != nil {
 		quiet = quiet && j.swift.count() == 0
 	}
@@ -135,7 +135,7 @@ type Inspection struct {
 // goroutine (between epochs).
 func (j *Job) Inspect() Inspection {
 	n, b := j.states.cached()
-	in := Inspection{CachedStates: n, CachedStateBytes: b, Timers: j.timers.count(), WaitingOffers: len(j.pending)}
+	in := Inspection{CachedStates: n, CachedStateBytes: b, Timers: j.timers.count(), WaitingOffers: j.waitingOffers()}
 	in.Undelivered, _ = j.box.undelivered()
 	if j.swift != nil {
 		in.Undelivered += j.swift.count()

@@ -1,7 +1,6 @@
 package job
 
 import (
-	"container/list"
 	"context"
 	"fmt"
 
@@ -16,20 +15,30 @@ import (
 // written as deletions (empty = absent).
 //
 // The cache survives epochs, bounded by limit bytes (the computation's
-// state_cache_byte_size_limit): after each commit the least recently used
-// clean entries are evicted until the cache fits, and are simply loaded
-// again when next used. An entry changed in the current epoch is never
-// evicted before its commit. Invariant: a cached value equals the committed
-// one, or the pending one of the current epoch (dirty).
+// state_cache_byte_size_limit): after each commit clean entries are
+// evicted until the cache fits, and are simply loaded again when next used
+// — first those not used in the epoch just committed, then any (a CLOCK
+// hand walks the entries; a use stamps the entry with the epoch, where a
+// least-recently-used list would be relinked on every access). An entry
+// changed in the current epoch is never evicted before its commit. Invariant: a cached value equals the committed one, or the
+// pending one of the current epoch (dirty).
 type stateManager struct {
 	st    store.Store
 	comp  string
 	limit int
 
 	cache map[stateRef]*stateEntry
-	// lru orders cached entries by last use, most recent at the front.
-	lru   list.List
+	// ring holds the cached entries in CLOCK order (nil: a free slot, in
+	// free); hand is where eviction looks next; epoch numbers the epochs
+	// (entries' use stamps).
+	ring  []*stateEntry
+	free  []int
+	hand  int
+	epoch uint64
 	bytes int
+	// last is the entry of the last load or store: code that loads a
+	// state and then stores it finds it without a second lookup.
+	last  *stateEntry
 	dirty []*stateEntry
 	// scratch is the key buffer of point reads.
 	scratch []byte
@@ -53,7 +62,10 @@ type stateEntry struct {
 	// size estimates the entry's memory: its key and name, and the encoded
 	// size of its value (as loaded, or as last written).
 	size int
-	elem *list.Element
+	// slot is the entry's place in the ring; used is the last epoch that
+	// used it.
+	slot int
+	used uint64
 }
 
 // entryOverhead is a rough per-entry cost of the map, list and struct.
@@ -63,10 +75,23 @@ func newStateManager(st store.Store, comp string, limit int) *stateManager {
 	return &stateManager{st: st, comp: comp, limit: limit, cache: map[stateRef]*stateEntry{}}
 }
 
+// lookup returns the cached entry of ref and marks it used.
+func (m *stateManager) lookup(ref stateRef) (*stateEntry, bool) {
+	e := m.last
+	if e == nil || e.ref != ref {
+		var ok bool
+		if e, ok = m.cache[ref]; !ok {
+			return nil, false
+		}
+		m.last = e
+	}
+	e.used = m.epoch
+	return e, true
+}
+
 func (m *stateManager) load(ctx context.Context, k weir.Key, name string, decode func([]byte) (any, error)) (any, error) {
 	ref := stateRef{k.Encoded, name}
-	if e, ok := m.cache[ref]; ok {
-		m.lru.MoveToFront(e.elem)
+	if e, ok := m.lookup(ref); ok {
 		if !e.present {
 			return nil, nil
 		}
@@ -91,20 +116,38 @@ func (m *stateManager) load(ctx context.Context, k weir.Key, name string, decode
 
 func (m *stateManager) insert(e *stateEntry, valueSize int) {
 	e.size = entryOverhead + len(e.ref.key) + len(e.ref.name) + valueSize
-	e.elem = m.lru.PushFront(e)
+	e.used = m.epoch
+	if n := len(m.free); n > 0 {
+		e.slot = m.free[n-1]
+		m.free = m.free[:n-1]
+		m.ring[e.slot] = e
+	} else {
+		e.slot = len(m.ring)
+		m.ring = append(m.ring, e)
+	}
 	m.cache[e.ref] = e
+	m.last = e
 	m.bytes += e.size
+}
+
+// remove drops e from the cache.
+func (m *stateManager) remove(e *stateEntry) {
+	m.ring[e.slot] = nil
+	m.free = append(m.free, e.slot)
+	delete(m.cache, e.ref)
+	if m.last == e {
+		m.last = nil
+	}
+	m.bytes -= e.size
 }
 
 func (m *stateManager) store(k weir.Key, name string, v any, empty bool, encode func(any) ([]byte, error)) {
 	ref := stateRef{k.Encoded, name}
-	e, ok := m.cache[ref]
+	e, ok := m.lookup(ref)
 	if !ok {
 		// Written without being read: its size is known at sync.
 		e = &stateEntry{ref: ref, key: k}
 		m.insert(e, 0)
-	} else {
-		m.lru.MoveToFront(e.elem)
 	}
 	if m.undo != nil {
 		m.undo.noteState(e, !ok)
@@ -146,26 +189,26 @@ func (m *stateManager) resize(e *stateEntry, valueSize int) {
 	e.size = size
 }
 
-// committed marks the dirty states as committed, then evicts the least
-// recently used entries while the cache is above its limit.
+// committed marks the dirty states as committed, then, while the cache is
+// above its limit, evicts clean entries: in one turn of the hand those not
+// used in this epoch, in a second turn any.
 func (m *stateManager) committed() {
 	for _, e := range m.dirty {
 		e.isDirty = false
 	}
 	m.dirty = m.dirty[:0]
-	for m.limit > 0 && m.bytes > m.limit {
-		back := m.lru.Back()
-		if back == nil {
-			break
+	n := len(m.ring)
+	for step := 0; m.limit > 0 && m.bytes > m.limit && step < 2*n; step++ {
+		if m.hand >= n {
+			m.hand = 0
 		}
-		e := back.Value.(*stateEntry)
-		if e.isDirty {
-			break // cannot happen after the loop above; kept for safety
+		e := m.ring[m.hand]
+		m.hand++
+		if e != nil && !e.isDirty && (e.used < m.epoch || step >= n) {
+			m.remove(e)
 		}
-		m.lru.Remove(back)
-		delete(m.cache, e.ref)
-		m.bytes -= e.size
 	}
+	m.epoch++
 }
 
 // cached returns the number of cached entries and their estimated bytes.
@@ -182,9 +225,7 @@ func (m *stateManager) rollback(u *callUndo) {
 	for i := len(u.states) - 1; i >= 0; i-- {
 		s := u.states[i]
 		if s.inserted {
-			m.lru.Remove(s.e.elem)
-			delete(m.cache, s.e.ref)
-			m.bytes -= s.e.size
+			m.remove(s.e)
 			continue
 		}
 		s.e.value, s.e.present, s.e.empty, s.e.encode = s.value, s.present, s.empty, s.encode

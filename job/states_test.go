@@ -54,3 +54,33 @@ func TestStateCacheBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestStateCacheKeepsHotKeys: eviction passes over an entry used since it
+// last looked (CLOCK's second chance): a key used in every epoch stays
+// cached while ever new keys come and go.
+func TestStateCacheKeepsHotKeys(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st := openStore(t, clk)
+	m := newStateManager(st, "C", 20*(entryOverhead+16))
+	dec := func(b []byte) (any, error) { return nil, nil }
+	hot := weir.Key{Hash: 1, Encoded: "hot"}
+	for epoch := range 50 {
+		if _, err := m.load(ctx, hot, "n", dec); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 5 {
+			k := weir.Key{Hash: uint64(epoch*5 + i + 2), Encoded: fmt.Sprintf("cold-%03d", epoch*5+i)}
+			if _, err := m.load(ctx, k, "n", dec); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m.committed()
+		if _, ok := m.cache[stateRef{"hot", "n"}]; !ok {
+			t.Fatalf("epoch %d: the key used in every epoch was evicted", epoch)
+		}
+		if n, b := m.cached(); b > m.limit {
+			t.Fatalf("epoch %d: %d entries in %d bytes, above the limit %d", epoch, n, b, m.limit)
+		}
+	}
+}

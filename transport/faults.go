@@ -61,7 +61,7 @@ func (b *mailbox) redeliver(e *entry) {
 	if _, ok := b.byID[e.msg.ID]; ok {
 		return // the sender offered it again meanwhile: that copy stands in
 	}
-	c := &entry{msg: e.msg, size: e.size, ack: e.ack, maybeDup: true, from: e.from, ordered: e.ordered}
+	c := &entry{msg: e.msg, size: e.size, ack: e.ack, hook: e.hook, token: e.token, maybeDup: true, from: e.from, ordered: e.ordered}
 	b.entries = append(b.entries, c)
 	b.byID[c.msg.ID] = c
 	b.bytes += c.size

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/weir-stream/weir"
@@ -83,17 +84,47 @@ func (h *Hub) RegisterSender(p PartitionID, ordered bool) SenderToken {
 
 // Offer implements Sender.
 func (h *Hub) Offer(from SenderToken, p PartitionID, msg *weir.Message, size int, ack AckFunc, maybeDup bool) bool {
-	var src PartitionID
-	ordered := false
-	if f := from.fence; f != nil {
-		f.mu.RLock()
-		defer f.mu.RUnlock()
-		if f.gen != from.gen {
-			return true // a zombie's offer: dropped, never acknowledged
-		}
-		src, ordered = f.partition, from.ordered
+	src, ordered, live := from.admit()
+	if !live {
+		return true // a zombie's offer: dropped, never acknowledged
 	}
+	defer from.release()
 	return h.box(p).offer(msg, size, ack, maybeDup, src, ordered)
+}
+
+// OfferBatch implements Sender: one fence check and one mailbox lock for
+// the whole batch.
+func (h *Hub) OfferBatch(from SenderToken, p PartitionID, offers []Offer, ack *AckHook) int {
+	src, ordered, live := from.admit()
+	if !live {
+		return len(offers) // a zombie's offers: dropped, never acknowledged
+	}
+	defer from.release()
+	return h.box(p).offerBatch(offers, ack, src, ordered)
+}
+
+// admit read-holds the token's fence for an offer (RegisterSender waits
+// for it) and returns the sending partition and whether it is ordered; live
+// is false, and nothing is held, for a superseded token. A live admission
+// ends with release.
+func (t SenderToken) admit() (src PartitionID, ordered, live bool) {
+	f := t.fence
+	if f == nil {
+		return "", false, true
+	}
+	f.mu.RLock()
+	if f.gen != t.gen {
+		f.mu.RUnlock()
+		return "", false, false
+	}
+	return f.partition, t.ordered, true
+}
+
+// release ends a live admission.
+func (t SenderToken) release() {
+	if f := t.fence; f != nil {
+		f.mu.RUnlock()
+	}
 }
 
 // Ready implements Sender.
@@ -130,9 +161,13 @@ func (h *Hub) Pending(p PartitionID) int {
 }
 
 type entry struct {
-	msg     *weir.Message
-	size    int
+	msg  *weir.Message
+	size int
+	// ack or hook is the sender's acknowledgement hook (Offer's or
+	// OfferBatch's): at most one is set.
 	ack     AckFunc
+	hook    *AckHook
+	token   any // with hook: the offer's Token
 	fetched bool
 	acked   bool
 	// maybeDup: the sender says it may have been delivered before, or an
@@ -185,8 +220,40 @@ func (b *mailbox) resetFetched() {
 func (b *mailbox) offer(msg *weir.Message, size int, ack AckFunc, maybeDup bool, from PartitionID, ordered bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if !b.add(msg, size, ack, nil, nil, maybeDup, from, ordered, nil) {
+		return false
+	}
+	signal(b.notify)
+	return true
+}
+
+// offerBatch adds offers in order until one does not fit and returns how
+// many it took.
+func (b *mailbox) offerBatch(offers []Offer, hook *AckHook, from PartitionID, ordered bool) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.entries = slices.Grow(b.entries, len(offers))
+	block := make([]entry, 0, len(offers)) // one allocation for the batch's entries
+	taken := 0
+	for _, o := range offers {
+		if !b.add(o.Msg, o.Size, nil, hook, o.Token, o.MaybeDup, from, ordered, &block) {
+			break
+		}
+		taken++
+	}
+	if taken > 0 {
+		signal(b.notify)
+	}
+	return taken
+}
+
+// add takes one offer (ack or hook is its acknowledgement hook) and
+// reports whether it fit: an id already buffered and unacknowledged gets
+// the new offer's hook and sender instead. A new entry is taken from
+// block's spare capacity if it has some. REQUIRES: b.mu held.
+func (b *mailbox) add(msg *weir.Message, size int, ack AckFunc, hook *AckHook, token any, maybeDup bool, from PartitionID, ordered bool, block *[]entry) bool {
 	if e, ok := b.byID[msg.ID]; ok {
-		e.ack = ack
+		e.ack, e.hook, e.token = ack, hook, token
 		e.maybeDup = e.maybeDup || maybeDup
 		e.from, e.ordered = from, ordered
 		return true
@@ -194,16 +261,28 @@ func (b *mailbox) offer(msg *weir.Message, size int, ack AckFunc, maybeDup bool,
 	if b.bytes > 0 && b.bytes+size > b.limit {
 		return false
 	}
-	e := &entry{msg: msg, size: size, ack: ack, maybeDup: maybeDup, from: from, ordered: ordered}
+	var e *entry
+	if block != nil && len(*block) < cap(*block) {
+		*block = (*block)[:len(*block)+1]
+		e = &(*block)[len(*block)-1]
+	} else {
+		e = new(entry)
+	}
+	*e = entry{msg: msg, size: size, ack: ack, hook: hook, token: token, maybeDup: maybeDup, from: from, ordered: ordered}
+	b.insert(e)
+	return true
+}
+
+// insert appends the new entry e. REQUIRES: b.mu held, e.msg.ID not in
+// byID.
+func (b *mailbox) insert(e *entry) {
 	if b.faults != nil {
-		e.redeliver = b.faults.Redeliver(b.partition, msg.ID)
+		e.redeliver = b.faults.Redeliver(b.partition, e.msg.ID)
 	}
 	b.entries = append(b.entries, e)
-	b.byID[msg.ID] = e
-	b.bytes += size
+	b.byID[e.msg.ID] = e
+	b.bytes += e.size
 	b.highWater = max(b.highWater, b.bytes)
-	signal(b.notify)
-	return true
 }
 
 type attachment struct {
@@ -240,11 +319,9 @@ func (a *attachment) Fetch(maxRows, maxBytes int) []Delivery {
 
 func (a *attachment) Ack(ids ...msgid.ID) {
 	b := a.box
-	type hook struct {
-		ack AckFunc
-		id  msgid.ID
-	}
-	var acks []hook
+	calls := ackCallsPool.Get().(*ackCalls)
+	defer calls.release()
+	freed := false
 	b.mu.Lock()
 	for _, id := range ids {
 		e, ok := b.byID[id]
@@ -254,15 +331,10 @@ func (a *attachment) Ack(ids ...msgid.ID) {
 		if b.faults != nil && b.loseAck(e, id) {
 			continue
 		}
-		e.acked = true
+		e.acked, freed = true, true
 		delete(b.byID, id)
 		b.bytes -= e.size
-		if e.ack != nil {
-			if acks == nil {
-				acks = make([]hook, 0, len(ids))
-			}
-			acks = append(acks, hook{e.ack, id})
-		}
+		calls.add(e, id, len(ids))
 		if e.redeliver {
 			b.redeliver(e)
 		}
@@ -271,15 +343,76 @@ func (a *attachment) Ack(ids ...msgid.ID) {
 		// there: a message shares its block with its batch's other
 		// messages (job's slabs), so one would keep a whole batch and its
 		// rows in memory.
-		e.msg, e.ack = nil, nil
+		e.msg, e.ack, e.hook, e.token = nil, nil, nil, nil
 	}
 	b.dropAckedPrefix()
-	if len(acks) > 0 {
+	if freed {
 		signal(b.room)
 	}
 	b.mu.Unlock()
-	for _, h := range acks {
-		h.ack(h.id)
+	calls.run()
+}
+
+// ackCalls collects one Ack's calls of the senders' hooks, to run after
+// the mailbox is unlocked: an AckFunc once per id, an AckHook once per run
+// of consecutive ids offered with it.
+type ackCalls struct {
+	acks  []Acked
+	funcs []funcCall
+	runs  []hookRun
+}
+
+type funcCall struct {
+	ack AckFunc
+	id  msgid.ID
+}
+
+// hookRun is acks[from:to] for hook.
+type hookRun struct {
+	hook     *AckHook
+	from, to int
+}
+
+// add records e's hook for id; n is the number of ids of the Ack (the
+// buffers' size).
+func (c *ackCalls) add(e *entry, id msgid.ID, n int) {
+	switch {
+	case e.hook != nil:
+		if c.acks == nil {
+			c.acks = make([]Acked, 0, max(n, 64))
+		}
+		if k := len(c.runs) - 1; k >= 0 && c.runs[k].hook == e.hook && c.runs[k].to == len(c.acks) {
+			c.runs[k].to++
+		} else {
+			c.runs = append(c.runs, hookRun{e.hook, len(c.acks), len(c.acks) + 1})
+		}
+		c.acks = append(c.acks, Acked{ID: id, Token: e.token})
+	case e.ack != nil:
+		c.funcs = append(c.funcs, funcCall{e.ack, id})
+	}
+}
+
+// ackCallsPool recycles ackCalls: an epoch's Ack would otherwise allocate
+// its buffers every time.
+var ackCallsPool = sync.Pool{New: func() any { return new(ackCalls) }}
+
+// release clears c (no token or hook stays reachable) and returns it to
+// the pool.
+func (c *ackCalls) release() {
+	clear(c.acks)
+	clear(c.funcs)
+	clear(c.runs)
+	c.acks, c.funcs, c.runs = c.acks[:0], c.funcs[:0], c.runs[:0]
+	ackCallsPool.Put(c)
+}
+
+// run calls the hooks.
+func (c *ackCalls) run() {
+	for _, f := range c.funcs {
+		f.ack(f.id)
+	}
+	for _, r := range c.runs {
+		r.hook.Acked(c.acks[r.from:r.to:r.to]...)
 	}
 }
 

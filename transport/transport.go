@@ -46,11 +46,44 @@ type PartitionID string
 // goroutine and must not block.
 type AckFunc func(id msgid.ID)
 
-// Envelope is a message in transit with the sender's acknowledgement hook.
-type Envelope struct {
+// AckHook receives the acknowledgements of the messages offered with it
+// (Sender.OfferBatch), several per call: the messages one receiver's Ack
+// acknowledges that were offered with the same hook, in the receiver's
+// order. A sender that offers an epoch's outputs with one hook per route
+// pays one call per acknowledged batch instead of one per message. The
+// hook may run on the receiver's goroutine and must not block; acks is
+// valid only during the call. Hooks compare by identity: create one with
+// NewAckHook and keep it.
+type AckHook struct {
+	fn func(acks []Acked)
+}
+
+// Acked is the acknowledgement of one offered message: its id and the
+// offer's Token.
+type Acked struct {
+	ID    msgid.ID
+	Token any
+}
+
+// NewAckHook returns a hook that calls fn with acknowledged messages.
+func NewAckHook(fn func(acks []Acked)) *AckHook { return &AckHook{fn: fn} }
+
+// Acked tells the hook's sender that messages were acknowledged (what a
+// transport calls).
+func (h *AckHook) Acked(acks ...Acked) { h.fn(acks) }
+
+// Offer is one message of an OfferBatch.
+type Offer struct {
 	Msg  *weir.Message
 	Size int
-	Ack  AckFunc
+	// MaybeDup says the message may have been delivered before (see
+	// Delivery).
+	MaybeDup bool
+	// Token is the sender's own handle of the message, handed back with
+	// its acknowledgement (Acked), so that the sender needs no lookup by
+	// id. A later offer of the same id replaces it, as it replaces the
+	// hook.
+	Token any
 }
 
 // Delivery is a message handed to a receiver.
@@ -113,6 +146,12 @@ type Sender interface {
 	// says the message may have been delivered before (see Delivery).
 	// An offer under a superseded token is dropped and reports true.
 	Offer(from SenderToken, p PartitionID, msg *weir.Message, size int, ack AckFunc, maybeDup bool) bool
+	// OfferBatch offers msgs to partition p in order, as Offer would one by
+	// one with ack as every message's hook, and returns how many it took: a
+	// prefix of offers (all of them, or up to the first that did not fit).
+	// The caller keeps the rest and offers them again later (see Ready).
+	// Under a superseded token every offer is dropped and counted as taken.
+	OfferBatch(from SenderToken, p PartitionID, offers []Offer, ack *AckHook) int
 	// Ready returns a channel that is signalled when p's buffer gains room.
 	Ready(p PartitionID) <-chan struct{}
 }

@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
 
@@ -117,7 +120,11 @@ func (s *Store) Commit(ctx context.Context, txn *store.Txn) error {
 	visible := func() { applied = true; unlockSeqs(); unlockCheck() }
 	b := s.db.NewBatch()
 	defer b.Close()
-	for _, m := range txn.Mutations() {
+	muts := txn.Mutations()
+	order := insertOrder(muts)
+	defer order.release()
+	for i := range muts {
+		m := &muts[order.at(i)]
 		var err error
 		switch m.Kind {
 		case store.Append:
@@ -162,6 +169,71 @@ func (s *Store) Commit(ctx context.Context, txn *store.Txn) error {
 		return nil
 	}
 	return s.applyThen(b, visible)
+}
+
+// order is the order in which a commit adds a transaction's mutations to
+// its batch: by row key, when that cannot change the outcome. Pebble
+// inserts a batch into the memtable's skiplist in batch order, resuming
+// each search from the previous key's place: keys in order are found in a
+// few steps, scattered keys (an epoch's states by key hash, its outputs,
+// its dedup rows, interleaved) each from the top. A transaction with a
+// range deletion keeps its own order (a point write after the deletion
+// must stay after it). The sort is stable: two writes of one key keep
+// theirs, and the later still wins.
+type order struct {
+	idx []int32 // nil: the transaction's own order
+}
+
+var orderPool = sync.Pool{New: func() any { return new([]int32) }}
+
+func insertOrder(muts []store.Mutation) order {
+	if len(muts) < 2 {
+		return order{}
+	}
+	sorted := true
+	for i := range muts {
+		if muts[i].Kind == store.DeleteRange {
+			return order{}
+		}
+		if i > 0 && sorted && compareRow(&muts[i-1], &muts[i]) > 0 {
+			sorted = false
+		}
+	}
+	if sorted {
+		return order{}
+	}
+	p := orderPool.Get().(*[]int32)
+	idx := (*p)[:0]
+	for i := range muts {
+		idx = append(idx, int32(i))
+	}
+	slices.SortStableFunc(idx, func(a, b int32) int { return compareRow(&muts[a], &muts[b]) })
+	*p = idx
+	return order{idx: idx}
+}
+
+// at is the index of the i-th mutation to add.
+func (o order) at(i int) int {
+	if o.idx == nil {
+		return i
+	}
+	return int(o.idx[i])
+}
+
+func (o order) release() {
+	if o.idx != nil {
+		idx := o.idx[:0]
+		orderPool.Put(&idx)
+	}
+}
+
+// compareRow orders mutations by row key (table, then key: the order of
+// rowKey, see keys.go).
+func compareRow(a, b *store.Mutation) int {
+	if c := strings.Compare(string(a.Table), string(b.Table)); c != 0 {
+		return c
+	}
+	return bytes.Compare(a.Key, b.Key)
 }
 
 // onlyOnce returns a function that calls f the first time it is called and

@@ -63,7 +63,7 @@ type channel struct {
 }
 
 // ackBatch collects the acknowledgements of local deliveries (the receiving
-// job's hooks, one call per id, which must not block) and applies them to
+// job's Acks, a run of ids per call, which must not block) and applies them to
 // the box in batches on the channel's goroutine: acknowledging in the box
 // one id at a time cost a copy of the box's remaining entries per id (half
 // of a worker's CPU in the first profile). Any attachment of the box takes
@@ -75,9 +75,12 @@ type ackBatch struct {
 	wake chan struct{}
 }
 
-func (a *ackBatch) add(id msgid.ID) {
+// addAcked takes a run of acknowledgements (the channel's transport.AckHook).
+func (a *ackBatch) addAcked(acks []transport.Acked) {
 	a.mu.Lock()
-	a.ids = append(a.ids, id)
+	for _, x := range acks {
+		a.ids = append(a.ids, x.ID)
+	}
 	a.mu.Unlock()
 	select {
 	case a.wake <- struct{}{}:
@@ -225,11 +228,12 @@ func (c *channel) next(att transport.Receiver, t target, end <-chan byte) ([]tra
 
 // deliverLocal hands the box's messages to a receiving life on this node.
 // It returns when the target changes (replyRetry) or the sender is fenced.
-// Each fetched batch is admitted once (Node.admit) and offered message by
-// message under the admission's sender token; a full mailbox waits for
-// room and admits again.
+// Each fetched batch is admitted once (Node.admit) and offered as one batch
+// under the admission's sender token, with the channel's hook (its
+// acknowledgements come back a run at a time); a full mailbox takes a
+// prefix, and the rest waits for room and is admitted again.
 func (c *channel) deliverLocal(att transport.Receiver, t target) byte {
-	ack := c.acks.add
+	hook := transport.NewAckHook(c.acks.addAcked)
 	box := mailbox(c.key.to, t.lease)
 	// A life that ends while a batch is offered has its mailbox dropped
 	// (JobEnded); an offer after the drop makes a new, orphaned one, which
@@ -239,20 +243,24 @@ func (c *channel) deliverLocal(att transport.Receiver, t target) byte {
 			c.n.in.Drop(box)
 		}
 	}()
+	var offers []transport.Offer
 	for {
 		ds, changed, code := c.next(att, t, nil)
 		if ds == nil {
 			return code
 		}
-		for len(ds) > 0 {
+		offers = offers[:0]
+		for _, d := range ds {
+			offers = append(offers, transport.Offer{Msg: d.Msg, Size: tables.MessageSize(d.Msg), MaybeDup: d.MaybeDuplicate})
+		}
+		rest := offers
+		for len(rest) > 0 {
 			reg, code, _ := c.n.admit(c.key.from, c.key.fromLease, c.key.to, t.lease, ds[0].Ordered)
 			if code != replyAck {
 				return code
 			}
-			for len(ds) > 0 && c.n.in.Offer(reg.tok, box, ds[0].Msg, tables.MessageSize(ds[0].Msg), ack, ds[0].MaybeDuplicate) {
-				ds = ds[1:]
-			}
-			if len(ds) == 0 {
+			rest = rest[c.n.in.OfferBatch(reg.tok, box, rest, hook):]
+			if len(rest) == 0 {
 				break
 			}
 			select {
@@ -266,6 +274,7 @@ func (c *channel) deliverLocal(att transport.Receiver, t target) byte {
 			case <-c.n.in.Ready(box):
 			}
 		}
+		clear(offers)
 	}
 }
 

@@ -80,11 +80,12 @@ func (n *Node) push(s grpc.ServerStream) error {
 		} else if k != key {
 			return finish(replyRetry, fmt.Sprintf("a frame of channel %s#%d>%s#%d on the stream of %s#%d>%s#%d", k.from, k.fromLease, k.to, k.toLease, key.from, key.fromLease, key.to, key.toLease))
 		}
-		for _, m := range f.Msgs {
+		for msgs := f.Msgs; len(msgs) > 0; {
 			for {
-				code, room, reason := ic.deliver(n, st, k, m)
+				taken, code, room, reason := ic.deliver(n, st, k, msgs)
+				n.received.Add(uint64(taken))
+				msgs = msgs[taken:]
 				if code == replyAck {
-					n.received.Add(1)
 					break
 				}
 				if code == superseded {
@@ -166,6 +167,10 @@ type inChannel struct {
 	pending []msgid.ID
 	// box is the receiving life's mailbox, mailbox(k.to, k.toLease).
 	box transport.PartitionID
+	// hook is the AckHook of every message the channel offers (acked);
+	// offers is deliver's buffer.
+	hook   *transport.AckHook
+	offers []transport.Offer
 }
 
 // inStream is one push stream's hold on its channel.
@@ -191,6 +196,7 @@ func (n *Node) claim(k inKey, st *inStream) (*inChannel, string) {
 			return nil, fmt.Sprintf("%s#%d does not run here", k.to, k.toLease)
 		}
 		ic = &inChannel{box: mailbox(k.to, k.toLease)}
+		ic.hook = transport.NewAckHook(ic.acked)
 		n.inChannels[k] = ic
 	}
 	n.mu.Unlock()
@@ -223,27 +229,42 @@ func (ic *inChannel) release(st *inStream) {
 	}
 }
 
-// ack is the hook of every message the channel offered: it sends the
-// acknowledgement on the channel's newest stream.
-func (ic *inChannel) ack(id msgid.ID) {
+// acked is the hook of every message the channel offered (its AckHook):
+// it sends the acknowledgements on the channel's newest stream.
+func (ic *inChannel) acked(acks []transport.Acked) {
 	ic.mu.Lock()
 	defer ic.mu.Unlock()
 	if ic.cur == nil {
-		ic.pending = append(ic.pending, id)
+		for _, a := range acks {
+			ic.pending = append(ic.pending, a.ID)
+		}
 		return
 	}
-	ic.cur.acks.add(id)
+	ic.cur.acks.addAcked(acks)
 }
 
-// deliver offers m for stream st (see Node.deliver); superseded if st is no
-// longer the newest stream of the channel.
-func (ic *inChannel) deliver(n *Node, st *inStream, k inKey, m pushed) (code byte, room <-chan struct{}, reason string) {
+// deliver offers msgs, the messages of one frame with the same Ordered
+// flag from the first on (see Node.deliver), for stream st; superseded if
+// st is no longer the newest stream of the channel.
+func (ic *inChannel) deliver(n *Node, st *inStream, k inKey, msgs []pushed) (taken int, code byte, room <-chan struct{}, reason string) {
 	ic.mu.Lock()
 	defer ic.mu.Unlock()
 	if ic.cur != st {
-		return superseded, nil, "superseded by a newer stream of the channel"
+		return 0, superseded, nil, "superseded by a newer stream of the channel"
 	}
-	return n.deliver(k.from, k.fromLease, k.to, k.toLease, ic.box, m.Msg, m.Size, ic.ack, m.MaybeDup, m.Ordered)
+	ordered := msgs[0].Ordered
+	ic.offers = ic.offers[:0]
+	for _, m := range msgs {
+		if m.Ordered != ordered {
+			break
+		}
+		ic.offers = append(ic.offers, transport.Offer{Msg: m.Msg, Size: m.Size, MaybeDup: m.MaybeDup})
+	}
+	// replyAck with msgs left: the rest has the other Ordered flag; the
+	// caller delivers it next.
+	taken, code, room, reason = n.deliver(k.from, k.fromLease, k.to, k.toLease, ic.box, ic.offers, ic.hook, ordered)
+	clear(ic.offers)
+	return taken, code, room, reason
 }
 
 // forgetInLocked drops the receiving sides of channels matching drop (their
@@ -267,6 +288,18 @@ type ackQueue struct {
 }
 
 func newAckQueue() *ackQueue { return &ackQueue{wake: make(chan struct{}, 1)} }
+
+// addAcked is add for a transport.AckHook's run of acknowledgements.
+func (q *ackQueue) addAcked(acks []transport.Acked) {
+	q.mu.Lock()
+	if !q.closed {
+		for _, a := range acks {
+			q.ids = append(q.ids, a.ID)
+		}
+	}
+	q.mu.Unlock()
+	q.signal()
+}
 
 func (q *ackQueue) add(ids ...msgid.ID) {
 	if len(ids) == 0 {

@@ -243,12 +243,12 @@ func TestLateStreamDoesNotWin(t *testing.T) {
 	if ic, _ := n.claim(k, s3); ic != nil {
 		t.Fatal("a late, older stream took over the channel")
 	}
-	ic.ack("m1")
+	ic.hook.Acked(transport.Acked{ID: "m1"})
 	if got := s5.acks.take(); len(got) != 1 {
 		t.Fatalf("the newest stream got acknowledgements %v, want [m1]", got)
 	}
 	ic.release(s5)
-	ic.ack("m2") // no stream open: waits for the next
+	ic.hook.Acked(transport.Acked{ID: "m2"}) // no stream open: waits for the next
 	if ic, _ := n.claim(k, s3); ic != nil {
 		t.Fatal("a late, older stream took over the channel after the newest ended")
 	}
@@ -258,7 +258,7 @@ func TestLateStreamDoesNotWin(t *testing.T) {
 	if got := s6.acks.take(); len(got) != 1 || got[0] != "m2" {
 		t.Fatalf("the new stream got acknowledgements %v, want [m2] made while none was open", got)
 	}
-	if code, _, _ := ic.deliver(n, s5, k, pushed{Msg: msg(1)}); code != superseded {
+	if _, code, _, _ := ic.deliver(n, s5, k, []pushed{{Msg: msg(1)}}); code != superseded {
 		t.Fatalf("an offer of a superseded stream returned %d", code)
 	}
 	n.JobEnded(recvP, 20)
