@@ -39,12 +39,7 @@ func TestRealBrokerHangingTransaction(t *testing.T) {
 	s1 := newTestSink(t, sinkParams(c, nil))
 	h.init(s1)
 	msgs := messages(100, "k", 0, 20)
-	if err := h.epoch(s1, msgs[:10]...); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.drain(s1, idsOf(msgs[:10])); err != nil {
-		t.Fatal(err)
-	}
+	h.writeAll(s1, msgs[:10], msgs[:10])
 	txnID := s1.TransactionalID()
 	s1.Close()
 
@@ -99,12 +94,7 @@ func TestRealBrokerHangingTransaction(t *testing.T) {
 
 	s3 := newTestSink(t, sinkParams(c, nil))
 	h.init(s3)
-	if err := h.epoch(s3, msgs[10:]...); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.drain(s3, idsOf(msgs)); err != nil {
-		t.Fatal(err)
-	}
+	h.writeAll(s3, msgs[10:], msgs)
 	recs := readCommitted(t, c, "out")
 	for _, r := range recs {
 		if string(r.Value) == "hanging" {

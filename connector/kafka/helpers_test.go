@@ -216,6 +216,18 @@ func (h *sinkHarness) epoch(s connector.Sink, msgs ...*weir.Message) error {
 	return nil
 }
 
+// writeAll runs an epoch of msgs on s, then drains it until every message
+// of all is acknowledged, failing the test on an error.
+func (h *sinkHarness) writeAll(s connector.Sink, msgs, all []*weir.Message) {
+	h.t.Helper()
+	if err := h.epoch(s, msgs...); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.drain(s, idsOf(all)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 // drain runs empty epochs until every id in ids is acknowledged.
 func (h *sinkHarness) drain(s connector.Sink, ids []msgid.ID) error {
 	deadline := time.Now().Add(20 * time.Second)

@@ -98,12 +98,7 @@ func testSinkExactlyOnceRestart(t *testing.T, newC clusterFunc) {
 
 	s2 := newTestSink(t, sinkParams(c, nil))
 	h.init(s2)
-	if err := h.epoch(s2, msgs[30:]...); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.drain(s2, idsOf(msgs)); err != nil {
-		t.Fatal(err)
-	}
+	h.writeAll(s2, msgs[30:], msgs)
 	recs := readCommitted(t, c, "out")
 	checkOnce(t, payloadNs(t, recs), 50)
 	for _, r := range recs {
