@@ -157,7 +157,10 @@
 // be skipped"; seen on a single-node Kafka 4.4.0). The transaction then
 // hangs on those partitions: their last stable offset stops (read_committed
 // consumers see nothing after it), and if the marker group's partition is
-// among them the sink's marker answers UNSTABLE_OFFSET_COMMIT. Worse, the
+// among them the sink's marker answers UNSTABLE_OFFSET_COMMIT (for longer
+// than 2 s right after the initialization, which ended every transaction
+// of the id, the sink reports ErrHangingTransaction naming the group
+// instead of waiting out transaction_timeout). Worse, the
 // producer's next transaction's commit marker on such a partition commits
 // the hanging records too: an aborted transaction's outputs, which the
 // sink writes again, would appear twice. So right after initializing its

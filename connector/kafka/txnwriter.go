@@ -108,25 +108,41 @@ func (w *txnWriter) close() {
 	}
 }
 
+// unstableMarkerWait bounds how long fetchMarker waits for the marker's
+// group to become stable. It always runs right after InitProducerID, which
+// answers only once every transaction of the id has its markers, so a
+// group still unstable is not waiting for anything of this sink's: the
+// bound, below the controller's lost-job timeout (3 s by default), makes
+// the job fail with this reason instead of being replaced for silence.
+const unstableMarkerWait = 2 * time.Second
+
 // fetchMarker reads the marker, waiting for pending transactional offset
-// commits to resolve (require_stable).
+// commits to resolve (require_stable), for at most unstableMarkerWait.
 func (w *txnWriter) fetchMarker(ctx context.Context) (marker, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.s.params.TransactionTimeout.Std())
 	defer cancel()
 	var (
-		r  kadm.OffsetResponse
-		ok bool
+		r        kadm.OffsetResponse
+		ok       bool
+		unstable time.Time // since when the group answers UNSTABLE_OFFSET_COMMIT
 	)
 	err := retryCoordinator(ctx, func() error {
 		resps, err := w.adm.FetchOffsets(kadm.RequireStable(ctx), w.txnID)
-		if err != nil {
+		if err == nil {
+			if r, ok = resps.Lookup(w.s.params.Topic, 0); ok {
+				err = r.Err
+			}
+		}
+		if !errors.Is(err, kerr.UnstableOffsetCommit) {
 			return err
 		}
-		r, ok = resps.Lookup(w.s.params.Topic, 0)
-		if ok && r.Err != nil {
-			return r.Err
+		if unstable.IsZero() {
+			unstable = time.Now()
+		} else if time.Since(unstable) >= unstableMarkerWait {
+			return fmt.Errorf("%w: the progress marker's group %s still answers %v after %v, although initializing the transactional id ended its transactions: a transaction of this sink lost its marker on the group's offsets and hangs, or a newer instance is writing (it then fences this one)",
+				ErrHangingTransaction, w.txnID, err, unstableMarkerWait)
 		}
-		return nil
+		return err
 	})
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		return marker{}, nil // no group: no marker
