@@ -81,16 +81,19 @@ type Job struct {
 	// txnHint is the number of mutations the next epoch's transaction is
 	// sized for (store.Txn.Grow), from the recent epochs'.
 	txnHint int
-	inputs  *inputStore
-	states  *stateManager
-	ext     *externalStates
-	timers  *timerStore
-	box     *outbox
-	recv    transport.Receiver
-	sinks   []*sinkInstance
-	src     *sourceReader
-	swift   *swiftTracker
-	routes  map[string][]*plan.CompPlan // output stream → receiving computations
+	// spareTxn is the last applied epoch's transaction, recycled by the
+	// next (newTxn).
+	spareTxn *store.Txn
+	inputs   *inputStore
+	states   *stateManager
+	ext      *externalStates
+	timers   *timerStore
+	box      *outbox
+	recv     transport.Receiver
+	sinks    []*sinkInstance
+	src      *sourceReader
+	swift    *swiftTracker
+	routes   map[string][]*plan.CompPlan // output stream → receiving computations
 	// partitionIDs caches the partition ids of receiving computations.
 	partitionIDs map[string][]transport.PartitionID
 	// sinksOf lists the sinks reading each output stream.

@@ -155,7 +155,9 @@ type Store interface {
 	// Commit applies txn atomically and durably. Commit does not modify txn,
 	// so the same Txn may be committed again after an error (with an added
 	// Check guarding against a late first attempt, see runtime's
-	// transaction manager).
+	// transaction manager), and it neither keeps nor reads txn's lists after
+	// it returns, so that the caller may recycle it (Txn.Recycle); keys and
+	// values, never modified, it may keep.
 	//
 	// Commit fails with a *LeaseLostError (terminal, never retry) if any of
 	// txn's prerequisite leases is not active when the commit applies, with

@@ -89,6 +89,29 @@ func (t *Txn) Put(table Table, key, value []byte) {
 	t.bytes += len(key) + len(value)
 }
 
+// Recycle empties t for the next transaction of its owner, with
+// prerequisites, keeping the capacity of its mutation list (an epoch's
+// transaction is rebuilt every epoch at about the same size). The
+// mutations are cleared so that the spare capacity keeps no key or value
+// alive. Only a transaction the store is done with may be recycled: after
+// Store.Commit returned (a store does not keep a Txn's mutation list past
+// Commit; keys and values it may keep, they are never modified).
+func (t *Txn) Recycle(prerequisites ...LeaseID) {
+	clear(t.mutations)
+	clear(t.checks)
+	t.mutations, t.checks = t.mutations[:0], t.checks[:0]
+	t.prerequisites = t.prerequisites[:0]
+	for _, id := range prerequisites {
+		if id != 0 {
+			t.prerequisites = append(t.prerequisites, id)
+		}
+	}
+	t.bytes = 0
+}
+
+// Cap is the number of mutations t holds room for.
+func (t *Txn) Cap() int { return cap(t.mutations) }
+
 // Grow makes room for n more mutations without reallocating: a caller that
 // knows its transaction's size (a job's epochs are alike) saves the
 // doublings of a growing slice, each a copy of every mutation so far.
