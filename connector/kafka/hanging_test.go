@@ -130,13 +130,7 @@ func produceUnadded(t *testing.T, cl *kgo.Client, txnID string, pid int64, epoch
 	pp.Partition, pp.Records = 0, raw
 	tp.Partitions = append(tp.Partitions, pp)
 	req.Topics = append(req.Topics, tp)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
-		t.Fatalf("produce the hanging record: %v", err)
-	}
+	mustRequest(t, cl, req, "produce the hanging record", func(r *kmsg.ProduceResponse) int16 { return r.Topics[0].Partitions[0].ErrorCode })
 	return "out"
 }
 
@@ -153,14 +147,21 @@ func commitOffsetUnadded(t *testing.T, cl *kgo.Client, txnID string, pid int64, 
 	pp.Partition, pp.Offset, pp.LeaderEpoch = 0, 999, -1
 	tp.Partitions = append(tp.Partitions, pp)
 	req.Topics = append(req.Topics, tp)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
-		t.Fatalf("commit the hanging offset: %v", err)
-	}
+	mustRequest(t, cl, req, "commit the hanging offset", func(r *kmsg.TxnOffsetCommitResponse) int16 { return r.Topics[0].Partitions[0].ErrorCode })
 	return "__consumer_offsets"
+}
+
+// mustRequest issues req and fails t on an error, or on the error code
+// that code reads from the response.
+func mustRequest[R kmsg.Response](t *testing.T, cl *kgo.Client, req kmsg.Request, what string, code func(R) int16) {
+	t.Helper()
+	resp, err := cl.Request(context.Background(), req)
+	if err == nil {
+		err = kerr.ErrorForCode(code(resp.(R)))
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
 }
 
 // abortHanging aborts the open transaction of producer pid at epoch on
