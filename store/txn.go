@@ -74,11 +74,7 @@ type Txn struct {
 // active. Zero lease ids are ignored.
 func NewTxn(prerequisites ...LeaseID) *Txn {
 	t := &Txn{}
-	for _, id := range prerequisites {
-		if id != 0 {
-			t.prerequisites = append(t.prerequisites, id)
-		}
-	}
+	t.Recycle(prerequisites...)
 	return t
 }
 

@@ -62,7 +62,8 @@ func (s *Store) Commit(ctx context.Context, txn *store.Txn) error {
 			return fmt.Errorf("pebble store: commit: mutation %d: unsupported mutation kind %d", i, m.Kind)
 		}
 	}
-	if size := encodedSize(txn); size > maxTxnBytes {
+	size := encodedSize(txn)
+	if size > maxTxnBytes {
 		return fmt.Errorf("pebble store: commit: txn of %d encoded bytes exceeds the limit of %d", size, maxTxnBytes)
 	}
 	if err := s.enterUsable(); err != nil {
@@ -118,7 +119,10 @@ func (s *Store) Commit(ctx context.Context, txn *store.Txn) error {
 	// of every job, instead of one shared by concurrent commits).
 	applied := false
 	visible := func() { applied = true; unlockSeqs(); unlockCheck() }
-	b := s.db.NewBatchWithSize(batchSize(txn))
+	// Sized once from the estimate, the batch is not grown by doubling,
+	// each doubling a copy of all written so far (a 300k-message queue
+	// write grew its batch through 124 MB of copies).
+	b := s.db.NewBatchWithSize(size)
 	defer b.Close()
 	muts := txn.Mutations()
 	order := insertOrder(muts)
@@ -336,16 +340,4 @@ func encodedSize(txn *store.Txn) int {
 		n += perEntry + 2*(len(m.Table)+1) + len(m.Key) + len(m.Value) + len(m.End)
 	}
 	return n
-}
-
-// batchSize estimates the size of txn's Pebble batch: its keys and values
-// plus each record's framing (kind, two varint lengths, the table prefix
-// of the key; an appended row's index and timestamp are in txn.Bytes).
-// Sized once, the batch is not grown by doubling, each doubling a copy of
-// all written so far (a 300k-message queue write grew its batch through
-// 124 MB of copies). An estimate a little short costs one doubling, never
-// a wrong batch.
-func batchSize(txn *store.Txn) int {
-	const header = 12 // the batch's sequence number and count
-	return header + txn.Bytes() + 32*txn.Len()
 }
