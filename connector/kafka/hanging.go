@@ -16,11 +16,13 @@ import (
 var ErrHangingTransaction = errors.New("kafka sink: a transaction of this sink lost its markers")
 
 // checkHanging refuses to write while a transaction of this producer is
-// open on a partition of the topic. It runs right after InitProducerID,
-// which ends (commits or aborts) every transaction of the transactional id
-// before it answers: a transaction still open then has lost its markers on
-// that partition — a broker that stopped while the transaction ended can
-// skip them (see the package doc) — and it hangs. It is not harmless to
+// open on a partition of the topic. It runs right after InitProducerID
+// (txnWriter.init: at start-up, before a retried write, after the initial
+// marker), which ends (commits or aborts) every transaction of the
+// transactional id before it answers: a transaction still open then has
+// lost its markers on that partition — a broker that stopped while the
+// transaction ended can skip them (see the package doc) — and it hangs.
+// It is not harmless to
 // write past it: the producer's next transaction's commit marker would
 // also commit the hanging records, which for an aborted transaction are
 // outputs this sink writes again (Kafka would then show them twice); for a

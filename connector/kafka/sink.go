@@ -343,9 +343,6 @@ func (s *Sink) startup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka sink %s: read progress marker of %s: %w", s.sc.SinkID, w.txnID, err)
 	}
-	if err := w.checkHanging(ctx); err != nil {
-		return fmt.Errorf("kafka sink %s: %w", s.sc.SinkID, err)
-	}
 	persist, bound := s.loaded.persistSeq, s.durableBound
 	var problem string
 	switch {

@@ -55,7 +55,8 @@ func markerMetadata(producer connector.ProducerID, seq connector.SeqNo) string {
 // transactional id: Kafka fences every older producer with the same id
 // (their next transactional request fails with PRODUCER_FENCED) and aborts
 // the transaction one of them left open, so the marker read after open is
-// final.
+// final — unless a broker lost that transaction's markers, which open
+// refuses (checkHanging).
 func (w *txnWriter) open(ctx context.Context) error {
 	w.close()
 	cl, err := kgo.NewClient(w.s.clientOpts(
@@ -81,6 +82,9 @@ func (w *txnWriter) init(ctx context.Context) error {
 	// id's initialization; a later call initializes it again.
 	if err := retryCoordinator(ctx, func() error { _, _, err := w.cl.ProducerID(ctx); return err }); err != nil {
 		return fmt.Errorf("init producer id: %w", err)
+	}
+	if err := w.checkHanging(ctx); err != nil {
+		return err
 	}
 	if w.topicID != ([16]byte{}) {
 		return nil
@@ -279,9 +283,6 @@ func (w *txnWriter) recover(ctx context.Context) error {
 	mk, err := w.fetchMarker(ctx)
 	if err != nil {
 		return fmt.Errorf("re-read progress marker of %s: %w", w.txnID, err)
-	}
-	if err := w.checkHanging(ctx); err != nil {
-		return err
 	}
 	if mk.found && mk.valid && mk.seq > w.marker {
 		w.marker = mk.seq
