@@ -143,6 +143,8 @@ func (w *txnWriter) fetchMarker(ctx context.Context) (marker, error) {
 		if unstable.IsZero() {
 			unstable = time.Now()
 		} else if time.Since(unstable) >= unstableMarkerWait {
+			// err by %v, not %w: a retriable kerr in the chain would
+			// keep retryCoordinator retrying.
 			return fmt.Errorf("%w: the progress marker's group %s still answers %v after %v, although initializing the transactional id ended its transactions: a transaction of this sink lost its marker on the group's offsets and hangs, or a newer instance is writing (it then fences this one)",
 				ErrHangingTransaction, w.txnID, err, unstableMarkerWait)
 		}
