@@ -69,7 +69,7 @@ func TestAtMostOnceSinkNotGivenReloadedOutputs(t *testing.T) {
 		ts, _ := st.Timestamp(ctx)
 		m := &weir.Message{ID: msgid.Ordered(uint64(ts), "in", i), Stream: "in", SystemTimestamp: ts, AlignmentTimestamp: ts,
 			Payload: weir.Row{"key": "k", "i": int64(i)}}
-		hub.Offer(transport.SenderToken{}, part, m, 10, nil, false)
+		offerInput(hub, part, m)
 	}
 	life := func(inputs ...uint64) {
 		t.Helper()

@@ -30,7 +30,7 @@ func TestBatchDurationWaitsToFill(t *testing.T) {
 	send := func(n int) {
 		for ; n > 0; n-- {
 			next++
-			hub.Offer(transport.SenderToken{}, part, &weir.Message{ID: msgid.Ordered(next, "s", 0), Stream: "s", Payload: weir.Row{"key": "k"}}, 10, nil, false)
+			offerInput(hub, part, &weir.Message{ID: msgid.Ordered(next, "s", 0), Stream: "s", Payload: weir.Row{"key": "k"}})
 		}
 	}
 	returns := func(what string, d time.Duration, during func()) {

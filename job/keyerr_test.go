@@ -33,8 +33,8 @@ func TestOutputWithoutReceiverKeyFailsEpoch(t *testing.T) {
 	part := plan.KeyedPartitionID("A", 0)
 	j := startTestJob(t, st, hub, pl, "A", plan.PartitionSpec{ID: part, ToEnd: true})
 	ts, _ := st.Timestamp(ctx)
-	hub.Offer(transport.SenderToken{}, part, &weir.Message{ID: msgid.Ordered(uint64(ts), "in", 0), Stream: "in",
-		SystemTimestamp: ts, AlignmentTimestamp: ts, Payload: weir.Row{"key": "k"}}, 10, nil, false)
+	offerInput(hub, part, &weir.Message{ID: msgid.Ordered(uint64(ts), "in", 0), Stream: "in",
+		SystemTimestamp: ts, AlignmentTimestamp: ts, Payload: weir.Row{"key": "k"}})
 	_, err := j.Epoch(ctx)
 	if err == nil || !strings.Contains(err.Error(), `groups by "key"`) || !strings.Contains(err.Error(), "routed to B") {
 		t.Fatalf("epoch emitting an unroutable output: %v", err)

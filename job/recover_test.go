@@ -59,8 +59,8 @@ func startPoisonJob(t *testing.T, a *plan.CompPlan, source bool, others map[stri
 	if !source {
 		ts, _ := st.Timestamp(ctx)
 		for i, r := range rows {
-			hub.Offer(transport.SenderToken{}, spec.ID, &weir.Message{ID: msgid.Ordered(uint64(ts), "in", uint64(i)), Stream: "in",
-				SystemTimestamp: ts, AlignmentTimestamp: ts, Payload: r}, 10, nil, false)
+			offerInput(hub, spec.ID, &weir.Message{ID: msgid.Ordered(uint64(ts), "in", uint64(i)), Stream: "in",
+				SystemTimestamp: ts, AlignmentTimestamp: ts, Payload: r})
 		}
 	}
 	return j, st

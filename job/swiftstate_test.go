@@ -38,8 +38,8 @@ func TestSwiftStateRefused(t *testing.T) {
 	part := plan.KeyedPartitionID("S", 0)
 	j := startTestJob(t, st, hub, pl, "S", plan.PartitionSpec{ID: part, ToEnd: true})
 	ts, _ := st.Timestamp(ctx)
-	hub.Offer(transport.SenderToken{}, part, &weir.Message{ID: msgid.Ordered(uint64(ts), "in", 0), Stream: "in",
-		SystemTimestamp: ts, AlignmentTimestamp: ts, Payload: weir.Row{"key": "k"}}, 10, nil, false)
+	offerInput(hub, part, &weir.Message{ID: msgid.Ordered(uint64(ts), "in", 0), Stream: "in",
+		SystemTimestamp: ts, AlignmentTimestamp: ts, Payload: weir.Row{"key": "k"}})
 	_, err := j.Epoch(ctx)
 	if err == nil || !strings.Contains(err.Error(), "may not use state") || !strings.Contains(err.Error(), "Transform") {
 		t.Fatalf("epoch of a SwiftMap using state: %v; want an error refusing state", err)

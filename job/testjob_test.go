@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
@@ -35,4 +36,11 @@ func startTestJob(t *testing.T, st store.Store, hub *transport.Hub, pl *plan.Pla
 		t.Fatal(err)
 	}
 	return j
+}
+
+// offerInput offers m to partition p as a test's input: a one-message
+// OfferBatch of 10 bytes, unfenced (the zero token), with no hook (no
+// sender hears its acknowledgement).
+func offerInput(hub *transport.Hub, p transport.PartitionID, m *weir.Message) {
+	hub.OfferBatch(transport.SenderToken{}, p, []transport.Offer{{Msg: m, Size: 10}}, nil)
 }

@@ -22,7 +22,7 @@ func BenchmarkAckOneByOne(b *testing.B) {
 		h := NewHub(1 << 30)
 		recv := h.Attach("P/0")
 		for _, m := range msgs {
-			h.Offer(SenderToken{}, "P/0", m, 10, nil, false)
+			offerOne(h, SenderToken{}, "P/0", m, 10, nil, false)
 		}
 		for _, d := range recv.Fetch(n, 1<<30) {
 			recv.Ack(d.Msg.ID)

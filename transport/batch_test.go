@@ -19,6 +19,22 @@ func (l *hookLog) hook() *AckHook {
 	return NewAckHook(func(acks []Acked) { l.calls = append(l.calls, slices.Clone(acks)) })
 }
 
+// offerOne offers msg alone, as a one-message OfferBatch, and reports
+// whether p took it. ack, if not nil, is told msg's id once it is
+// acknowledged: each call makes a hook of its own, so a later offer of the
+// same id replaces it (the newest offer's hook is the one told).
+func offerOne(h *Hub, from SenderToken, p PartitionID, msg *weir.Message, size int, ack func(msgid.ID), maybeDup bool) bool {
+	var hook *AckHook
+	if ack != nil {
+		hook = NewAckHook(func(acks []Acked) {
+			for _, a := range acks {
+				ack(a.ID)
+			}
+		})
+	}
+	return h.OfferBatch(from, p, []Offer{{Msg: msg, Size: size, MaybeDup: maybeDup}}, hook) == 1
+}
+
 func batchMsgs(n int) ([]*weir.Message, []Offer) {
 	msgs := make([]*weir.Message, n)
 	offers := make([]Offer, n)

@@ -44,7 +44,7 @@ func TestLoseAck(t *testing.T) {
 	acked := map[msgid.ID]int{}
 	ack := func(id msgid.ID) { acked[id]++ }
 	for _, id := range []msgid.ID{"a", "b"} {
-		if !h.Offer(SenderToken{}, "P/0", &weir.Message{ID: id}, 10, ack, false) {
+		if !offerOne(h, SenderToken{}, "P/0", &weir.Message{ID: id}, 10, ack, false) {
 			t.Fatalf("offer %s refused", id)
 		}
 	}
@@ -77,7 +77,7 @@ func TestRedeliver(t *testing.T) {
 	h := NewHub(0)
 	h.SetFaults(&scripted{redeliver: map[msgid.ID]bool{"a": true}})
 	acked := 0
-	h.Offer(SenderToken{}, "P/0", &weir.Message{ID: "a"}, 10, func(msgid.ID) { acked++ }, false)
+	offerOne(h, SenderToken{}, "P/0", &weir.Message{ID: "a"}, 10, func(msgid.ID) { acked++ }, false)
 	r := h.Attach("P/0")
 	if ids, dup := fetchIDs(r); len(ids) != 1 || dup[0] {
 		t.Fatalf("first fetch = %v %v", ids, dup)
@@ -100,7 +100,7 @@ func TestRedeliver(t *testing.T) {
 func TestNoFaultsByDefault(t *testing.T) {
 	h := NewHub(0)
 	acked := 0
-	h.Offer(SenderToken{}, "P/0", &weir.Message{ID: "a"}, 10, func(msgid.ID) { acked++ }, false)
+	offerOne(h, SenderToken{}, "P/0", &weir.Message{ID: "a"}, 10, func(msgid.ID) { acked++ }, false)
 	r := h.Attach("P/0")
 	fetchIDs(r)
 	r.Ack("a")

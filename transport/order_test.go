@@ -17,11 +17,11 @@ func TestDeliveriesNameTheirOrderedSender(t *testing.T) {
 	rx := h.Attach("C/0")
 	first := h.RegisterSender("R/0", true)
 	for _, id := range []msgid.ID{"a", "b", "c"} {
-		h.Offer(first, "C/0", &weir.Message{ID: id}, 10, nil, false)
+		offerOne(h, first, "C/0", &weir.Message{ID: id}, 10, nil, false)
 	}
-	h.Offer(SenderToken{}, "C/0", &weir.Message{ID: "z"}, 10, nil, false)
+	offerOne(h, SenderToken{}, "C/0", &weir.Message{ID: "z"}, 10, nil, false)
 	second := h.RegisterSender("R/0", false) // its next life, unordered
-	h.Offer(second, "C/0", &weir.Message{ID: "b"}, 10, nil, true)
+	offerOne(h, second, "C/0", &weir.Message{ID: "b"}, 10, nil, true)
 	got := rx.Fetch(10, 1<<20)
 	want := []struct {
 		id      msgid.ID

@@ -122,7 +122,7 @@ func TestLocalChannelWaitsForRoomWithoutSpinning(t *testing.T) {
 	// The channel's box takes 15 offers of 64 bytes; the mailbox fewer of
 	// their sizes (tables.MessageSize), so the channel waits for room.
 	for i := 0; i < 15; i++ {
-		if !se.Offer(tok, recvP, msg(i), 64, nil, false) {
+		if !offerOne(se, tok, recvP, msg(i), 64, nil, false) {
 			t.Fatalf("offer %d refused", i)
 		}
 	}

@@ -114,7 +114,7 @@ func TestSilentBreakAcksReachSender(t *testing.T) {
 	tok := se.RegisterSender(sendP, true)
 	ak := newAcks()
 	for i := range n {
-		if !se.Offer(tok, recvP, bigMsg(i, size), size, ak.hook, false) {
+		if !offerOne(se, tok, recvP, bigMsg(i, size), size, ak.hook, false) {
 			t.Fatalf("offer %d refused", i)
 		}
 	}
@@ -160,7 +160,7 @@ func TestSilentPeerStreamEnds(t *testing.T) {
 	se, re := pair(a, b)
 	tok := se.RegisterSender(sendP, true)
 	ak := newAcks()
-	se.Offer(tok, recvP, msg(0), 64, ak.hook, false)
+	offerOne(se, tok, recvP, msg(0), 64, ak.hook, false)
 	receive(t, re.Attach(recvP), 1)
 	waitFor(t, "the acknowledgement", func() bool { return ak.count() == 1 })
 	if n := b.Stats().Streams; n != 1 {
@@ -206,7 +206,7 @@ func TestUnacknowledgedResent(t *testing.T) {
 	tok := se.RegisterSender(sendP, true)
 	ak := newAcks()
 	for i := range n {
-		se.Offer(tok, recvP, msg(i), 64, ak.hook, false)
+		offerOne(se, tok, recvP, msg(i), 64, ak.hook, false)
 	}
 	rec := newDelivered(t)
 	drain(t, re.Attach(recvP), rec, ak, n, 5*time.Second, nil)
