@@ -2,7 +2,7 @@ package transport
 
 // Drop forgets partition p's mailbox: its buffered messages are discarded
 // without being acknowledged (their senders keep them and offer them
-// again), and a later Offer or Attach for p starts an empty one. The
+// again), and a later OfferBatch or Attach for p starts an empty one. The
 // network transport (transport/remote) keys a mailbox by one job's life
 // and drops it when that job has exited, so that nothing a life did not
 // fetch is handed, unmarked, to a later life after the partition was

@@ -20,7 +20,7 @@ import "github.com/weir-stream/weir/msgid"
 //   - Redeliver: the network delivers an accepted message a second time,
 //     after the receiver acknowledged the first copy (a late duplicate). The
 //     copy is MaybeDuplicate, and its acknowledgement reaches the sender's
-//     AckFunc again, so the sender sees the same message acknowledged twice.
+//     AckHook again, so the sender sees the same message acknowledged twice.
 //
 // Methods are called with the mailbox's lock held: they must be quick and
 // must not call back into the Hub.
@@ -34,7 +34,7 @@ type Faults interface {
 }
 
 // SetFaults makes the hub inject f's faults. REQUIRES: called before the
-// hub's first Offer, Attach or Ready (mailboxes take the faults when they
+// hub's first OfferBatch, Attach or Ready (mailboxes take the faults when they
 // are created); nil switches nothing off that is already created.
 func (h *Hub) SetFaults(f Faults) {
 	h.mu.Lock()
@@ -61,7 +61,7 @@ func (b *mailbox) redeliver(e *entry) {
 	if _, ok := b.byID[e.msg.ID]; ok {
 		return // the sender offered it again meanwhile: that copy stands in
 	}
-	c := &entry{msg: e.msg, size: e.size, ack: e.ack, hook: e.hook, token: e.token, maybeDup: true, from: e.from, ordered: e.ordered}
+	c := &entry{msg: e.msg, size: e.size, hook: e.hook, token: e.token, maybeDup: true, from: e.from, ordered: e.ordered}
 	b.entries = append(b.entries, c)
 	b.byID[c.msg.ID] = c
 	b.bytes += c.size

@@ -82,16 +82,6 @@ func (h *Hub) RegisterSender(p PartitionID, ordered bool) SenderToken {
 	return SenderToken{fence: f, gen: f.gen, ordered: ordered}
 }
 
-// Offer implements Sender.
-func (h *Hub) Offer(from SenderToken, p PartitionID, msg *weir.Message, size int, ack AckFunc, maybeDup bool) bool {
-	src, ordered, live := from.admit()
-	if !live {
-		return true // a zombie's offer: dropped, never acknowledged
-	}
-	defer from.release()
-	return h.box(p).offer(msg, size, ack, maybeDup, src, ordered)
-}
-
 // OfferBatch implements Sender: one fence check and one mailbox lock for
 // the whole batch.
 func (h *Hub) OfferBatch(from SenderToken, p PartitionID, offers []Offer, ack *AckHook) int {
@@ -163,11 +153,10 @@ func (h *Hub) Pending(p PartitionID) int {
 type entry struct {
 	msg  *weir.Message
 	size int
-	// ack or hook is the sender's acknowledgement hook (Offer's or
-	// OfferBatch's): at most one is set.
-	ack     AckFunc
+	// hook is the sender's acknowledgement hook (nil: nobody is told);
+	// token is the offer's Token.
 	hook    *AckHook
-	token   any // with hook: the offer's Token
+	token   any
 	fetched bool
 	acked   bool
 	// maybeDup: the sender says it may have been delivered before, or an
@@ -217,16 +206,6 @@ func (b *mailbox) resetFetched() {
 	b.cursor = 0
 }
 
-func (b *mailbox) offer(msg *weir.Message, size int, ack AckFunc, maybeDup bool, from PartitionID, ordered bool) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.add(msg, size, ack, nil, nil, maybeDup, from, ordered, nil) {
-		return false
-	}
-	signal(b.notify)
-	return true
-}
-
 // offerBatch adds offers in order until one does not fit and returns how
 // many it took.
 func (b *mailbox) offerBatch(offers []Offer, hook *AckHook, from PartitionID, ordered bool) int {
@@ -236,7 +215,7 @@ func (b *mailbox) offerBatch(offers []Offer, hook *AckHook, from PartitionID, or
 	block := make([]entry, 0, len(offers)) // one allocation for the batch's entries
 	taken := 0
 	for _, o := range offers {
-		if !b.add(o.Msg, o.Size, nil, hook, o.Token, o.MaybeDup, from, ordered, &block) {
+		if !b.add(o.Msg, o.Size, hook, o.Token, o.MaybeDup, from, ordered, &block) {
 			break
 		}
 		taken++
@@ -247,13 +226,14 @@ func (b *mailbox) offerBatch(offers []Offer, hook *AckHook, from PartitionID, or
 	return taken
 }
 
-// add takes one offer (ack or hook is its acknowledgement hook) and
-// reports whether it fit: an id already buffered and unacknowledged gets
-// the new offer's hook and sender instead. A new entry is taken from
-// block's spare capacity if it has some. REQUIRES: b.mu held.
-func (b *mailbox) add(msg *weir.Message, size int, ack AckFunc, hook *AckHook, token any, maybeDup bool, from PartitionID, ordered bool, block *[]entry) bool {
+// add takes one offer (hook is its acknowledgement hook) and reports
+// whether it fit: an id already buffered and unacknowledged gets the new
+// offer's hook, token and sender instead. A new entry is appended to
+// block, the batch's entries, allocated once with room for every offer of
+// the batch. REQUIRES: b.mu held.
+func (b *mailbox) add(msg *weir.Message, size int, hook *AckHook, token any, maybeDup bool, from PartitionID, ordered bool, block *[]entry) bool {
 	if e, ok := b.byID[msg.ID]; ok {
-		e.ack, e.hook, e.token = ack, hook, token
+		e.hook, e.token = hook, token
 		e.maybeDup = e.maybeDup || maybeDup
 		e.from, e.ordered = from, ordered
 		return true
@@ -261,15 +241,8 @@ func (b *mailbox) add(msg *weir.Message, size int, ack AckFunc, hook *AckHook, t
 	if b.bytes > 0 && b.bytes+size > b.limit {
 		return false
 	}
-	var e *entry
-	if block != nil && len(*block) < cap(*block) {
-		*block = (*block)[:len(*block)+1]
-		e = &(*block)[len(*block)-1]
-	} else {
-		e = new(entry)
-	}
-	*e = entry{msg: msg, size: size, ack: ack, hook: hook, token: token, maybeDup: maybeDup, from: from, ordered: ordered}
-	b.insert(e)
+	*block = append(*block, entry{msg: msg, size: size, hook: hook, token: token, maybeDup: maybeDup, from: from, ordered: ordered})
+	b.insert(&(*block)[len(*block)-1])
 	return true
 }
 
@@ -343,7 +316,7 @@ func (a *attachment) Ack(ids ...msgid.ID) {
 		// there: a message shares its block with its batch's other
 		// messages (job's slabs), so one would keep a whole batch and its
 		// rows in memory.
-		e.msg, e.ack, e.hook, e.token = nil, nil, nil, nil
+		e.msg, e.hook, e.token = nil, nil, nil
 	}
 	b.dropAckedPrefix()
 	if freed {
@@ -354,17 +327,11 @@ func (a *attachment) Ack(ids ...msgid.ID) {
 }
 
 // ackCalls collects one Ack's calls of the senders' hooks, to run after
-// the mailbox is unlocked: an AckFunc once per id, an AckHook once per run
-// of consecutive ids offered with it.
+// the mailbox is unlocked: each hook once per run of consecutive ids
+// offered with it.
 type ackCalls struct {
-	acks  []Acked
-	funcs []funcCall
-	runs  []hookRun
-}
-
-type funcCall struct {
-	ack AckFunc
-	id  msgid.ID
+	acks []Acked
+	runs []hookRun
 }
 
 // hookRun is acks[from:to] for hook.
@@ -373,23 +340,21 @@ type hookRun struct {
 	from, to int
 }
 
-// add records e's hook for id; n is the number of ids of the Ack (the
-// buffers' size).
+// add records e's hook for id (if it has one); n is the number of ids of
+// the Ack (the buffers' size).
 func (c *ackCalls) add(e *entry, id msgid.ID, n int) {
-	switch {
-	case e.hook != nil:
-		if c.acks == nil {
-			c.acks = make([]Acked, 0, max(n, 64))
-		}
-		if k := len(c.runs) - 1; k >= 0 && c.runs[k].hook == e.hook && c.runs[k].to == len(c.acks) {
-			c.runs[k].to++
-		} else {
-			c.runs = append(c.runs, hookRun{e.hook, len(c.acks), len(c.acks) + 1})
-		}
-		c.acks = append(c.acks, Acked{ID: id, Token: e.token})
-	case e.ack != nil:
-		c.funcs = append(c.funcs, funcCall{e.ack, id})
+	if e.hook == nil {
+		return
 	}
+	if c.acks == nil {
+		c.acks = make([]Acked, 0, max(n, 64))
+	}
+	if k := len(c.runs) - 1; k >= 0 && c.runs[k].hook == e.hook && c.runs[k].to == len(c.acks) {
+		c.runs[k].to++
+	} else {
+		c.runs = append(c.runs, hookRun{e.hook, len(c.acks), len(c.acks) + 1})
+	}
+	c.acks = append(c.acks, Acked{ID: id, Token: e.token})
 }
 
 // ackCallsPool recycles ackCalls: an epoch's Ack would otherwise allocate
@@ -400,17 +365,13 @@ var ackCallsPool = sync.Pool{New: func() any { return new(ackCalls) }}
 // the pool.
 func (c *ackCalls) release() {
 	clear(c.acks)
-	clear(c.funcs)
 	clear(c.runs)
-	c.acks, c.funcs, c.runs = c.acks[:0], c.funcs[:0], c.runs[:0]
+	c.acks, c.runs = c.acks[:0], c.runs[:0]
 	ackCallsPool.Put(c)
 }
 
 // run calls the hooks.
 func (c *ackCalls) run() {
-	for _, f := range c.funcs {
-		f.ack(f.id)
-	}
 	for _, r := range c.runs {
 		r.hook.Acked(c.acks[r.from:r.to:r.to]...)
 	}

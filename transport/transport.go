@@ -15,10 +15,11 @@
 //     acknowledgement may reach the sender more than once (a network
 //     transport re-sends one whose delivery it cannot confirm); the sender
 //     counts each receiving partition's acknowledgement of a message once
-//     (each offer's AckFunc identifies its destination to the sender).
+//     (the AckHook and Token an offer is made with identify its destination
+//     to the sender).
 //   - Buffers are bounded in bytes: when a receiving partition's buffer is
-//     full, Offer refuses and the sender keeps the message, so a slow
-//     receiver slows its senders (backpressure).
+//     full, OfferBatch takes no more and the sender keeps the rest, so a
+//     slow receiver slows its senders (backpressure).
 //   - Channel order: the messages one sending partition offers to one
 //     receiving partition are delivered in the order they were offered; an
 //     offer of an id that is already buffered keeps the buffered copy's
@@ -41,19 +42,15 @@ import (
 // PartitionID names a receiving partition, e.g. "Counter/3".
 type PartitionID string
 
-// AckFunc is called once the receiving partition has durably processed the
-// message (or found it already processed). It may run on the receiver's
-// goroutine and must not block.
-type AckFunc func(id msgid.ID)
-
 // AckHook receives the acknowledgements of the messages offered with it
 // (Sender.OfferBatch), several per call: the messages one receiver's Ack
 // acknowledges that were offered with the same hook, in the receiver's
-// order. A sender that offers an epoch's outputs with one hook per route
-// pays one call per acknowledged batch instead of one per message. The
-// hook may run on the receiver's goroutine and must not block; acks is
-// valid only during the call. Hooks compare by identity: create one with
-// NewAckHook and keep it.
+// order. A message is acknowledged once the receiving partition has
+// durably processed it (or found it already processed). A sender that
+// offers an epoch's outputs with one hook per route pays one call per
+// acknowledged batch instead of one per message. The hook may run on the
+// receiver's goroutine and must not block; acks is valid only during the
+// call. Hooks compare by identity: create one with NewAckHook and keep it.
 type AckHook struct {
 	fn func(acks []Acked)
 }
@@ -139,18 +136,15 @@ func (t SenderToken) Partition() PartitionID {
 
 // Sender offers messages to receiving partitions.
 type Sender interface {
-	// Offer hands msg to partition p. It returns false if p's buffer is full;
-	// the caller keeps the message and offers it again later (see Ready).
-	// Offering an id that is already buffered and unacknowledged replaces its
-	// ack hook (the newest sender of an id is the one to tell). maybeDup
-	// says the message may have been delivered before (see Delivery).
-	// An offer under a superseded token is dropped and reports true.
-	Offer(from SenderToken, p PartitionID, msg *weir.Message, size int, ack AckFunc, maybeDup bool) bool
-	// OfferBatch offers msgs to partition p in order, as Offer would one by
-	// one with ack as every message's hook, and returns how many it took: a
-	// prefix of offers (all of them, or up to the first that did not fit).
-	// The caller keeps the rest and offers them again later (see Ready).
-	// Under a superseded token every offer is dropped and counted as taken.
+	// OfferBatch hands offers to partition p in order, with ack as every
+	// message's acknowledgement hook, and returns how many it took: a
+	// prefix of offers (all of them, or up to the first that did not fit
+	// p's buffer). The caller keeps the rest and offers them again later
+	// (see Ready). Offering an id that is already buffered and
+	// unacknowledged takes no room and replaces its hook and Token (the
+	// newest sender of an id is the one to tell). A nil ack tells nobody.
+	// Under a superseded token every offer is dropped, never acknowledged,
+	// and counted as taken.
 	OfferBatch(from SenderToken, p PartitionID, offers []Offer, ack *AckHook) int
 	// Ready returns a channel that is signalled when p's buffer gains room.
 	Ready(p PartitionID) <-chan struct{}

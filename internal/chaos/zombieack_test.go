@@ -132,13 +132,13 @@ func (r *zombieRig) epochs(jobs ...*job.Job) {
 
 // TestZombieOfferCannotStealAck is the regression test of a
 // liveness bug the chaos simulation found (TestMetamorphic seed 101,
-// variant extra-stage-short-leases, under -race): a zombie's late Offer
+// variant extra-stage-short-leases, under -race): a zombie's late offer
 // takes the acknowledgement away from the live job.
 //
-// The Hub keeps one ack hook per buffered message, and an Offer of an id
+// The Hub keeps one ack hook per buffered message, and an offer of an id
 // that is already buffered replaces the hook ("the newest sender of an id
-// is the one to tell", transport.Sender). That assumes the newest Offer
-// comes from the newest job. A zombie breaks it: job A (lease 1) commits an
+// is the one to tell", transport.Sender.OfferBatch). That assumes the
+// newest offer comes from the newest job. A zombie breaks it: job A (lease 1) commits an
 // epoch and stalls before its post-commit sends; the controller aborts
 // lease 1 and starts B (lease 2), which reloads the outbox and offers the
 // outputs; A wakes up and offers the same ids, replacing B's hooks with its
@@ -173,7 +173,7 @@ func TestZombieOfferCannotStealAck(t *testing.T) {
 		t.Fatalf("no status of B: %+v", s)
 	}
 	if !s.Quiet {
-		t.Fatalf("B (the live Reader job) still holds undelivered outputs after the Counter acknowledged all %d of them: the zombie's late Offer replaced B's ack hooks, so the acknowledgements went to the zombie; B's partition never drains and the pipeline never completes", len(r.rows))
+		t.Fatalf("B (the live Reader job) still holds undelivered outputs after the Counter acknowledged all %d of them: the zombie's late offer replaced B's ack hooks, so the acknowledgements went to the zombie; B's partition never drains and the pipeline never completes", len(r.rows))
 	}
 }
 

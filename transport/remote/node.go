@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/transport"
 )
@@ -349,17 +348,9 @@ func (e *Endpoint) RegisterSender(p transport.PartitionID, ordered bool) transpo
 	return e.n.out.RegisterSender(p, ordered)
 }
 
-// Offer queues msg on the channel to partition p; false when the channel's
-// unacknowledged bytes reached its bound (backpressure, see Ready).
-func (e *Endpoint) Offer(from transport.SenderToken, p transport.PartitionID, msg *weir.Message, size int, ack transport.AckFunc, maybeDup bool) bool {
-	c := e.channel(p)
-	if c == nil {
-		return true // the node is closed: dropped, never acknowledged
-	}
-	return e.n.out.Offer(from, c.box, msg, size, ack, maybeDup)
-}
-
-// OfferBatch queues offers on the channel to partition p (see Offer).
+// OfferBatch queues offers on the channel to partition p and returns how
+// many it took: a prefix, up to the first offer that does not fit the
+// channel's bound on unacknowledged bytes (backpressure, see Ready).
 func (e *Endpoint) OfferBatch(from transport.SenderToken, p transport.PartitionID, offers []transport.Offer, ack *transport.AckHook) int {
 	c := e.channel(p)
 	if c == nil {

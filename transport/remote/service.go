@@ -151,7 +151,7 @@ type inKey struct {
 //     acknowledged meanwhile, nor interleave its copies with the newest
 //     stream's (whose order, oldest unacknowledged first, is the channel's);
 //   - every acknowledgement goes to the newest stream: the mailbox entries
-//     carry the channel's hook (ack), not a stream's, so a message an older
+//     carry the channel's hook (acked), not a stream's, so a message an older
 //     stream offered is acknowledged to the stream its sender listens on.
 //     Acknowledgements made while no stream is open wait in pending.
 //
