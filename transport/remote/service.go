@@ -164,7 +164,7 @@ type inChannel struct {
 	mu      sync.Mutex
 	seq     uint64
 	cur     *inStream // nil between streams
-	pending []msgid.ID
+	pending []transport.Acked
 	// box is the receiving life's mailbox, mailbox(k.to, k.toLease).
 	box transport.PartitionID
 	// hook is the AckHook of every message the channel offers (acked);
@@ -208,13 +208,15 @@ func (n *Node) claim(k inKey, st *inStream) (*inChannel, string) {
 	}
 	if old := ic.cur; old != nil {
 		close(old.gone)
-		ic.pending = append(ic.pending, old.acks.take()...)
+		for _, id := range old.acks.take() {
+			ic.pending = append(ic.pending, transport.Acked{ID: id})
+		}
 		n.mu.Lock()
 		n.stats.Superseded++
 		n.mu.Unlock()
 	}
 	ic.seq, ic.cur = st.seq, st
-	st.acks.add(ic.pending...)
+	st.acks.add(ic.pending)
 	ic.pending = nil
 	return ic, ""
 }
@@ -235,12 +237,10 @@ func (ic *inChannel) acked(acks []transport.Acked) {
 	ic.mu.Lock()
 	defer ic.mu.Unlock()
 	if ic.cur == nil {
-		for _, a := range acks {
-			ic.pending = append(ic.pending, a.ID)
-		}
+		ic.pending = append(ic.pending, acks...)
 		return
 	}
-	ic.cur.acks.addAcked(acks)
+	ic.cur.acks.add(acks)
 }
 
 // deliver offers msgs, the messages of one frame with the same Ordered
@@ -289,25 +289,17 @@ type ackQueue struct {
 
 func newAckQueue() *ackQueue { return &ackQueue{wake: make(chan struct{}, 1)} }
 
-// addAcked is add for a transport.AckHook's run of acknowledgements.
-func (q *ackQueue) addAcked(acks []transport.Acked) {
+// add queues the ids of acks for sending: a run of the channel's
+// AckHook, or the acknowledgements a new stream takes over (claim).
+func (q *ackQueue) add(acks []transport.Acked) {
+	if len(acks) == 0 {
+		return
+	}
 	q.mu.Lock()
 	if !q.closed {
 		for _, a := range acks {
 			q.ids = append(q.ids, a.ID)
 		}
-	}
-	q.mu.Unlock()
-	q.signal()
-}
-
-func (q *ackQueue) add(ids ...msgid.ID) {
-	if len(ids) == 0 {
-		return
-	}
-	q.mu.Lock()
-	if !q.closed {
-		q.ids = append(q.ids, ids...)
 	}
 	q.mu.Unlock()
 	q.signal()
