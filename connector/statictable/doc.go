@@ -164,9 +164,14 @@
 // the partition's spool (spool.go) in the epoch transaction, so they are
 // durable, and fenced by the job's lease, exactly when the epoch commits;
 // publishing reads them back, and the next Sync deletes the published
-// ones. The rows of a table of max_row_count rows (1,000,000 by default)
-// are therefore never all in memory, nor in the computation's outbox (see
-// Delivery).
+// ones. A message that joins the open table without closing it is added
+// when the engine hands it over, so the Sync of the epoch that emitted it
+// spools it. The rows of a table of max_row_count rows (1,000,000 by
+// default) are therefore never all in memory, nor in the computation's
+// outbox (see Delivery). The spool above the frontier holds the open
+// table's rows and nothing else: a message that would close the open
+// table (a later slot, a full table) is added only after its epoch
+// committed, when the table it closes is published first.
 //
 // Replay. After a restart, the sink rebuilds the open table from the
 // spool, and the engine re-hands the partition's unacknowledged outputs
@@ -176,10 +181,16 @@
 // the publish sees it under the lock, drops the rows the new frontier
 // covers and writes only the uncovered tail, without restarting the job.
 //
-// Delivery. A message is acknowledged (and leaves the outbox) once it is
-// durable on the sink's side: after the epoch that spooled it committed,
-// or — a message added and published between two epochs — after its
-// table was published and the next epoch committed. The open table's
+// Delivery. A message is acknowledged once it is durable on the sink's
+// side: a message that joins the open table when it is handed over is
+// acknowledged at once, like a sync sink's output — the acknowledgement
+// counts only if the epoch that spools it commits, so the computation's
+// outbox never writes it (the outbox's write and delete were about a
+// quarter of the Parquet pipeline's CPU; docs/performance.md). A message that closes
+// the open table, and every later one of its epoch, waits in the outbox:
+// it is acknowledged after the next epoch spooled it and committed, or —
+// added and published between two epochs — after its table was published
+// and the next epoch committed. The open table's
 // rows count as queued (connector.Queueing): a finite pipeline completes,
 // and a drain ends, only once they are in a published table. The epoch
 // after a publish records its frontier in the sink's partition state

@@ -40,9 +40,10 @@ var ErrNotOwner = errors.New("output directory belongs to another sink")
 var errRowRefused = errors.New("output row refused")
 
 // rowRefusedHint says what a refused row means and what to do: the output
-// is committed in its computation's outbox, whatever input it came from,
-// so every restart hands it to the sink again.
-const rowRefusedHint = "the output is committed in its computation's outbox and is handed to the sink again after every restart, so the pipeline stops here " +
+// is committed in its computation's outbox or in the sink's spool,
+// whatever input it came from, so every restart hands it to the sink
+// again.
+const rowRefusedHint = "the output is committed (in its computation's outbox or the sink's spool) and is handed to the sink again after every restart, so the pipeline stops here " +
 	"until the sink accepts it: change the sink's columns (or the computation that emits it) and run again; 'weir statictable skip' skips input tables, not outputs already made"
 
 // pending is one message of the sink's input stream and its delivery
@@ -83,8 +84,13 @@ type openSlot struct {
 // writing computation. The package documentation describes the protocol;
 // in short, per message:
 //
-//	Distribute → registered → (epoch commit) Commit → open table (unstored)
-//	  → spooled in the next epoch's Sync → acknowledged at its Commit;
+//	Distribute → open table (unstored), acknowledged at once → spooled in
+//	  the same epoch's Sync (the acknowledgement counts only if that epoch
+//	  commits, so the outbox never writes it);
+//	or, if it would close the open table (and every later message of the
+//	  epoch): Distribute → registered → (epoch commit) Commit → publish,
+//	  open table (unstored) → spooled in the next epoch's Sync →
+//	  acknowledged at its Commit;
 //	open table → published (table file + manifest frontier, one atomic
 //	  step) → the frontier recorded in the next epoch's Sync.
 //
@@ -320,8 +326,25 @@ func (s *Sink) Distribute(m *weir.Message, done func(error)) {
 		return
 	}
 	s.lastID = m.ID
+	if len(s.registered) == 0 && s.Failure() == nil && s.fits(p) {
+		// It joins the open table now and is spooled by this epoch's Sync,
+		// in this epoch's transaction: acknowledged like a sync sink's
+		// output (the acknowledgement takes effect only if the epoch
+		// commits), so the outbox never writes it. A row that would close
+		// the open table waits for the commit (Commit), and every later
+		// one of the epoch with it: publishing may take committed rows only,
+		// and the spool above the frontier always holds the open table's
+		// rows alone (Init rebuilds the open table from it).
+		s.appendOpen(p, s.now())
+		done(nil)
+		p.done = acknowledged
+		return
+	}
 	s.registered = append(s.registered, p)
 }
+
+// acknowledged is the done of a pending message acknowledged already.
+func acknowledged(error) {}
 
 // Sync writes, in the epoch transaction, the open table's new rows to the
 // spool, deletes the spooled rows published since, and records the
@@ -463,16 +486,31 @@ func (s *Sink) slotOf(ts store.Timestamp) time.Time {
 // table takes the row's slot, or the partition's last slot if the row is
 // late: tables are written in arrival order.
 func (s *Sink) add(ctx context.Context, p *pending, now time.Time) error {
-	p.weight = rowWeight(p.msg.Payload)
-	slot := s.slotOf(p.msg.SystemTimestamp)
-	if t := s.open; t != nil {
-		full := t.rows >= s.p.MaxRowCount || t.weight+int64(p.weight) > s.p.MaxDataWeight
-		if slot.After(t.slot) || full {
-			if err := s.publish(ctx, now); err != nil {
-				return err
-			}
+	if !s.fits(p) {
+		if err := s.publish(ctx, now); err != nil {
+			return err
 		}
 	}
+	s.appendOpen(p, now)
+	return nil
+}
+
+// fits sets p's weight and reports whether p can join the open table
+// without closing it (or opens the first one): add publishes nothing
+// before appending it.
+func (s *Sink) fits(p *pending) bool {
+	p.weight = rowWeight(p.msg.Payload)
+	t := s.open
+	if t == nil {
+		return true
+	}
+	full := t.rows >= s.p.MaxRowCount || t.weight+int64(p.weight) > s.p.MaxDataWeight
+	return !s.slotOf(p.msg.SystemTimestamp).After(t.slot) && !full
+}
+
+// appendOpen appends p (weighed by fits) to the open table, opening one if
+// there is none: its row is spooled at the next Sync.
+func (s *Sink) appendOpen(p *pending, now time.Time) {
 	if s.open == nil {
 		s.open = &openSlot{slot: s.tableSlot(p.msg.SystemTimestamp)}
 	}
@@ -482,7 +520,6 @@ func (s *Sink) add(ctx context.Context, p *pending, now time.Time) error {
 	t.weight += int64(p.weight)
 	t.lastArrival = now
 	s.setQueued()
-	return nil
 }
 
 // tableSlot is the slot of a new table whose first row has SystemTimestamp

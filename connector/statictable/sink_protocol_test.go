@@ -98,7 +98,9 @@ func (s *partitionSim) doneFor(id msgid.ID) func(error) {
 
 // epoch runs one epoch with n new messages: Distribute, Sync, commit (the
 // outbox rows and the sink state in one store transaction), Commit, then
-// erase acknowledged messages. A crash panics out of it.
+// erase acknowledged messages. As in the engine, a message the sink
+// acknowledged before the commit (a row spooled by this epoch's Sync) is
+// never written to the outbox. A crash panics out of it.
 func (s *partitionSim) epoch(n int) {
 	ctx := context.Background()
 	ts, err := s.st.Timestamp(ctx)
@@ -113,6 +115,12 @@ func (s *partitionSim) epoch(n int) {
 		fresh = append(fresh, m)
 		s.sink.Distribute(m, s.doneFor(m.ID))
 	}
+	var unacked []*weir.Message // what the epoch writes to the outbox
+	for _, m := range fresh {
+		if !s.acked[m.ID] {
+			unacked = append(unacked, m)
+		}
+	}
 	txn := store.NewTxn()
 	if err := s.sink.Sync(ctx, txn); err != nil {
 		panic(err)
@@ -120,7 +128,7 @@ func (s *partitionSim) epoch(n int) {
 	if err := s.st.Commit(ctx, txn); err != nil {
 		s.t.Fatal(err)
 	}
-	s.outbox = append(s.outbox, fresh...)
+	s.outbox = append(s.outbox, unacked...)
 	s.sink.Commit(ctx)
 	kept := s.outbox[:0]
 	for _, m := range s.outbox {

@@ -183,14 +183,14 @@ func TestRowRefusedNamesTheWayOut(t *testing.T) {
 	}
 }
 
-// TestSpooledRowsLeaveTheOutbox: a message of the open table is
-// acknowledged once the epoch after it spooled it (in the pipeline's
-// store) committed, long before its table is published, so the
-// computation's outbox holds about an epoch of outputs rather than a whole
+// TestSpooledRowsLeaveTheOutbox: a message that joins the open table is
+// spooled (in the pipeline's store) by the Sync of the epoch that emitted
+// it and acknowledged by that epoch's commit, long before its table is
+// published: the computation's outbox never writes it, nor holds a whole
 // open table (max_row_count rows per partition, in memory). A restart
-// then finds the rows in the spool, not in the outbox, and publishes
-// each once; and the sink's recorded state is version 2, which a weir
-// without the spool refuses.
+// then finds the rows in the spool and publishes each once; and the
+// sink's recorded state is version 2, which a weir without the spool
+// refuses.
 func TestSpooledRowsLeaveTheOutbox(t *testing.T) {
 	s := newSim(t, map[string]any{"max_row_count": 1000})
 	if err := s.start(); err != nil {
@@ -202,10 +202,8 @@ func TestSpooledRowsLeaveTheOutbox(t *testing.T) {
 	if m, ok, _ := readManifestFile(s.out); ok && len(m.Tables) > 0 {
 		t.Fatalf("a table was published: %+v", m.Tables)
 	}
-	// Each epoch acknowledges the rows the one before added: only the
-	// last epoch's 20 wait in the outbox.
-	if len(s.outbox) != 20 || len(s.acked) != 80 {
-		t.Fatalf("%d messages in the outbox, %d acknowledged; want 20 and 80 (acknowledged once spooled)", len(s.outbox), len(s.acked))
+	if len(s.outbox) != 0 || len(s.acked) != 100 {
+		t.Fatalf("%d messages in the outbox, %d acknowledged; want 0 and 100 (acknowledged with the epoch that spooled them)", len(s.outbox), len(s.acked))
 	}
 	if q := s.sink.Queued(); q != 100 {
 		t.Fatalf("Queued() = %d, want the open table's 100 rows", q)
@@ -214,12 +212,12 @@ func TestSpooledRowsLeaveTheOutbox(t *testing.T) {
 	if err != nil || len(v) == 0 || v[0] != sinkStateVersion || sinkStateVersion != 2 {
 		t.Fatalf("sink state %x (%v): want version 2", v, err)
 	}
-	// A restart (the instance abandoned): 80 rows are only in the spool.
+	// A restart (the instance abandoned): the rows are only in the spool.
 	if err := s.start(); err != nil {
 		t.Fatal(err)
 	}
-	if q := s.sink.Queued(); q != 80 {
-		t.Fatalf("after the restart Queued() = %d, want the 80 spooled rows (the outbox hands the other 20 again)", q)
+	if q := s.sink.Queued(); q != 100 {
+		t.Fatalf("after the restart Queued() = %d, want the 100 spooled rows", q)
 	}
 	s.run(150, 20, 3*time.Second)
 	s.check(150)
@@ -227,6 +225,33 @@ func TestSpooledRowsLeaveTheOutbox(t *testing.T) {
 	if b := s.spoolBatches(); len(b) != 0 {
 		t.Errorf("batches %v left in the spool", b)
 	}
+}
+
+// TestRowThatClosesTheTableWaitsForTheCommit: a row that would close the
+// open table (here: it is full) is not spooled and acknowledged with its
+// epoch, nor is any later row of that epoch: they wait in the outbox for
+// the commit, whose Commit publishes the full table first. Publishing
+// takes committed rows only, and the spool above the frontier holds the
+// open table alone.
+func TestRowThatClosesTheTableWaitsForTheCommit(t *testing.T) {
+	s := newSim(t, map[string]any{"max_row_count": 30})
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	s.epoch(20)
+	s.epoch(20) // 21..30 join the table; 31 would close it
+	if len(s.outbox) != 10 || s.acked[s.outbox[0].ID] {
+		t.Fatalf("%d messages in the outbox, want the 10 after the full table", len(s.outbox))
+	}
+	m, ok, err := readManifestFile(s.out)
+	if err != nil || !ok || len(m.Tables) != 1 || m.Tables[0].Rows != 30 {
+		t.Fatalf("manifest %+v (%v, %v): want one table of 30 rows, published at the commit", m, ok, err)
+	}
+	if q := s.sink.Queued(); q != 10 {
+		t.Fatalf("Queued() = %d, want the next table's 10 rows", q)
+	}
+	s.run(100, 20, 3*time.Second)
+	s.check(100)
 }
 
 // TestSinkJSONLTablesFromSpool: JSON Lines tables are written from the
@@ -303,33 +328,38 @@ func TestSpoolAcrossACrashInPublish(t *testing.T) {
 	}
 }
 
-// TestSpoolRebuiltAboveTheFrontier: the spool holds batches both at or
-// below the frontier (another instance, a zombie, published them) and
-// above it. A restarted instance's open table is the rows above the
-// frontier only; its first Sync deletes the batches at or below it and
-// keeps the one the frontier cuts; the rest is published once.
+// TestSpoolRebuiltAboveTheFrontier: the spool holds batches at or below the
+// frontier, and one the frontier cuts (another instance, a zombie,
+// published part of its rows). A restarted instance's open table is the
+// rows above the frontier only; its first Sync deletes the batches at or
+// below it and keeps the one the frontier cuts; the rest is published
+// once.
 func TestSpoolRebuiltAboveTheFrontier(t *testing.T) {
 	ctx := context.Background()
 	s := newSim(t, map[string]any{"max_row_count": 1000})
 	if err := s.start(); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 3; i++ {
-		s.epoch(20) // spooled: batches of messages 1..20 and 21..40
-	}
+	s.epoch(20) // spooled: the batches of messages 1..20 and 21..40
+	s.epoch(20)
+	// Messages 41..60 are of the next slot: they wait for the commit, which
+	// publishes 1..40 and opens a table for them (not spooled yet).
+	s.clk.Advance(10 * time.Second)
+	s.epoch(20)
 	zombie := s.sink
-	if err := s.start(); err != nil { // the replacement
+	if err := s.start(); err != nil { // the replacement: the outbox hands it 41..60
 		t.Fatal(err)
 	}
+	// Its first Sync deletes the batches at or below the frontier (1..40)
+	// and spools 41..75 as one batch.
 	s.epoch(15)
+	if b := s.spoolBatches(); len(b) != 1 || b[0] != s.sink.spoolHigh {
+		t.Fatalf("spool batches %v, want only 41..75 (%s)", b, s.sink.spoolHigh)
+	}
 	zombie.Progress(connector.Progress{Draining: true})
-	zombie.Commit(ctx) // the zombie publishes messages 1..60
+	zombie.Commit(ctx) // the zombie publishes messages 41..60: the frontier cuts the batch
 	if err := zombie.Failure(); err != nil {
 		t.Fatal(err)
-	}
-	s.epoch(0) // the replacement spools 41..75 as one batch
-	if b := s.spoolBatches(); len(b) != 3 {
-		t.Fatalf("spool batches %v, want 3", b)
 	}
 	if err := s.start(); err != nil { // a restart
 		t.Fatal(err)
@@ -344,8 +374,8 @@ func TestSpoolRebuiltAboveTheFrontier(t *testing.T) {
 	s.clk.Advance(20 * time.Second)
 	s.run(75, 20, 3*time.Second)
 	m := s.check(75)
-	if len(m.Tables) != 2 || m.Tables[0].Rows != 60 || m.Tables[1].Rows != 15 {
-		t.Errorf("tables %+v: want the zombie's 60 rows, then the tail of 15", m.Tables)
+	if len(m.Tables) != 3 || m.Tables[0].Rows != 40 || m.Tables[1].Rows != 20 || m.Tables[2].Rows != 15 {
+		t.Errorf("tables %+v: want the first slot's 40 rows, the zombie's 20 of the next, then the tail of 15", m.Tables)
 	}
 	if b := s.spoolBatches(); len(b) != 0 {
 		t.Errorf("batches %v left in the spool", b)
