@@ -40,7 +40,7 @@ const weirPkg = `github\.com/weir-stream/weir/`
 
 // Whole-stack rules, in order.
 var (
-	setupRule    = concern{"setup: writing the input before the clock (excluded)", regexp.MustCompile(`/cli\.benchEvents$`)}
+	setupRule    = concern{"setup: writing the input before the clock and checking the output after it (excluded)", regexp.MustCompile(`/cli\.(benchEvents|writeParquetInput|checkParquetOutput|checkOutputs)$`)}
 	gcRule       = concern{"GC: mark workers, assists, sweeping, write barriers", regexp.MustCompile(`^runtime\.(gcBgMarkWorker|gcAssistAlloc|gcDrain|markroot|bgsweep|bgscavenge|sweepone|wbBufFlush|scanobject|scanObject)|^gcWriteBarrier`)}
 	pebbleBgRule = concern{"Pebble: background flushes and compactions", regexp.MustCompile(`pebble/v2\.\(\*DB\)\.(flush|compact1|runCompaction|maybeScheduleFlush)`)}
 )
@@ -60,6 +60,8 @@ var leafRules = []concern{
 	{"transport (offers, mailboxes, acks)", regexp.MustCompile(weirPkg + `transport\.`)},
 	{"source read (queue scan, records → messages)", regexp.MustCompile(weirPkg + `((?:runtime|job)\.\(\*sourceReader\)|connector/queue\.\(\*sourcePartition\)|connector/queue\.\(\*Queue\)\.Read)`)},
 	{"sink (SyncQueueSink: rows into the epoch's txn)", regexp.MustCompile(weirPkg + `(connector\.\(\*SyncSink\)|connector/queue\.(syncWriter|\(\*Queue\)\.Append|checkUserColumns))`)},
+	{"static table sink (spool, publish, Parquet encoding)", regexp.MustCompile(weirPkg + `connector/statictable\.(\(\*Sink\)|writeParquet|nextSpooled|colConv|rowWeight|\(\*local(Dir|Temp)\))`)},
+	{"static table source (Parquet decoding, rows)", regexp.MustCompile(weirPkg + `connector/statictable\.(\(\*sourcePartition\)|\(\*parquetReader\)|\(\*columnReader\))`)},
 	{"message ids and output materialization", regexp.MustCompile(weirPkg + `(msgid\.|(?:runtime|job)\.\(\*Job\)\.materialize|(?:runtime|job)\.inheritMeta)`)},
 	{"grouping and user-code calls (process, collector)", regexp.MustCompile(weirPkg + `(?:runtime|job)\.(\(\*collector\)|\(\*Job\)\.process)`)},
 	{"job bookkeeping (epoch loop, fetch, offers, reports, counters)", regexp.MustCompile(weirPkg + `(?:runtime|job)\.`)},
