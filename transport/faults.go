@@ -61,7 +61,12 @@ func (b *mailbox) redeliver(e *entry) {
 	if _, ok := b.byID[e.msg.ID]; ok {
 		return // the sender offered it again meanwhile: that copy stands in
 	}
-	c := &entry{msg: e.msg, size: e.size, hook: e.hook, token: e.token, maybeDup: true, from: e.from, ordered: e.ordered}
+	// A copy of the whole entry, so that it is delivered as the original
+	// was (its sender, origin and order: a duplicate without its origin
+	// would miss the frontier that deduplicates it).
+	c := new(entry)
+	*c = *e
+	c.fetched, c.acked, c.redeliver, c.maybeDup = false, false, false, true
 	b.entries = append(b.entries, c)
 	b.byID[c.msg.ID] = c
 	b.bytes += c.size

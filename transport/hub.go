@@ -164,8 +164,10 @@ type entry struct {
 	maybeDup bool
 	// redeliver: a Faults duplicate of it follows its acknowledgement.
 	redeliver bool
-	// from and ordered: the newest offer's sender (Delivery).
+	// from, origin and ordered: the newest offer's sender and origin, and
+	// whether their (sub-)channel is ordered (Delivery).
 	from    PartitionID
+	origin  PartitionID
 	ordered bool
 }
 
@@ -215,7 +217,7 @@ func (b *mailbox) offerBatch(offers []Offer, hook *AckHook, from PartitionID, or
 	block := make([]entry, 0, len(offers)) // one allocation for the batch's entries
 	taken := 0
 	for _, o := range offers {
-		if !b.add(o.Msg, o.Size, hook, o.Token, o.MaybeDup, from, ordered, &block) {
+		if !b.add(o, hook, from, ordered, &block) {
 			break
 		}
 		taken++
@@ -226,22 +228,24 @@ func (b *mailbox) offerBatch(offers []Offer, hook *AckHook, from PartitionID, or
 	return taken
 }
 
-// add takes one offer (hook is its acknowledgement hook) and reports
-// whether it fit: an id already buffered and unacknowledged gets the new
-// offer's hook, token and sender instead. A new entry is appended to
+// add takes one offer (hook is its acknowledgement hook; from and ordered
+// its token's) and reports whether it fit: an id already buffered and
+// unacknowledged gets the new offer's hook, token, sender and origin
+// instead. A new entry is appended to
 // block, the batch's entries, allocated once with room for every offer of
 // the batch. REQUIRES: b.mu held.
-func (b *mailbox) add(msg *weir.Message, size int, hook *AckHook, token any, maybeDup bool, from PartitionID, ordered bool, block *[]entry) bool {
-	if e, ok := b.byID[msg.ID]; ok {
-		e.hook, e.token = hook, token
-		e.maybeDup = e.maybeDup || maybeDup
-		e.from, e.ordered = from, ordered
+func (b *mailbox) add(o Offer, hook *AckHook, from PartitionID, ordered bool, block *[]entry) bool {
+	ordered = ordered || o.Origin != ""
+	if e, ok := b.byID[o.Msg.ID]; ok {
+		e.hook, e.token = hook, o.Token
+		e.maybeDup = e.maybeDup || o.MaybeDup
+		e.from, e.origin, e.ordered = from, o.Origin, ordered
 		return true
 	}
-	if b.bytes > 0 && b.bytes+size > b.limit {
+	if b.bytes > 0 && b.bytes+o.Size > b.limit {
 		return false
 	}
-	*block = append(*block, entry{msg: msg, size: size, hook: hook, token: token, maybeDup: maybeDup, from: from, ordered: ordered})
+	*block = append(*block, entry{msg: o.Msg, size: o.Size, hook: hook, token: o.Token, maybeDup: o.MaybeDup, from: from, origin: o.Origin, ordered: ordered})
 	b.insert(&(*block)[len(*block)-1])
 	return true
 }
@@ -282,7 +286,7 @@ func (a *attachment) Fetch(maxRows, maxBytes int) []Delivery {
 				break
 			}
 			e.fetched = true
-			out = append(out, Delivery{Msg: e.msg, MaybeDuplicate: e.maybeDup, From: e.from, Ordered: e.ordered})
+			out = append(out, Delivery{Msg: e.msg, MaybeDuplicate: e.maybeDup, From: e.from, Origin: e.origin, Ordered: e.ordered})
 			bytes += e.size
 		}
 		b.cursor++

@@ -28,7 +28,10 @@
 //     stream, strictly increasing ids to each receiving partition, in every
 //     life, re-sends of earlier ids aside. For an ordered channel a receiver
 //     may deduplicate by a frontier — the highest id it processed from that
-//     sender on that stream — instead of remembering every id.
+//     sender on that stream — instead of remembering every id. A sender
+//     that is not ordered may promise order per origin (Offer.Origin,
+//     Delivery.Origin): then each sub-channel (sender, origin) is ordered,
+//     with a frontier of its own.
 //
 // The in-process implementation (Hub) serves the embedded engine; a network
 // implementation for the distributed mode implements the same behaviour.
@@ -81,6 +84,19 @@ type Offer struct {
 	// id. A later offer of the same id replaces it, as it replaces the
 	// hook.
 	Token any
+	// Origin, if set, is the upstream partition the message's single parent
+	// came from, on an ordered channel, and promises that the sub-channel
+	// (sender, Origin) is ordered whatever the token's promise (see the
+	// package comment). A Swift partition fed by several ordered upstream
+	// partitions interleaves their ids, but it offers, on each stream,
+	// strictly increasing ids of each origin to each receiving partition, in
+	// every life (re-sends aside), every life starting at ids its
+	// predecessors had delivered and had acknowledged; the receiver can then
+	// deduplicate per (sender, origin) by a frontier. The origin travels
+	// with the message wherever it is delivered (the network transport
+	// included): a receiver that processed it through such a frontier keeps
+	// no row of its id. Empty: the offer has the token's promise.
+	Origin PartitionID
 }
 
 // Delivery is a message handed to a receiver.
@@ -102,7 +118,10 @@ type Delivery struct {
 	Msg            *weir.Message
 	MaybeDuplicate bool
 	From           PartitionID
-	Ordered        bool
+	// Origin is the newest offer's Origin. With it, Ordered says the
+	// sub-channel (From, Origin) is ordered.
+	Origin  PartitionID
+	Ordered bool
 }
 
 // SenderToken identifies the job currently sending for a partition. The
