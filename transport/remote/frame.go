@@ -12,8 +12,10 @@ import (
 	"github.com/weir-stream/weir/transport"
 )
 
-// frameVersion is the first byte of every frame.
-const frameVersion = 1
+// frameVersion is the first byte of every frame this build writes. Version
+// 2 added a pushed message's Origin (flagOrigin); version 1 frames (a
+// build before it) are still read.
+const frameVersion = 2
 
 // pushFrame is a batch of one channel's messages: from one job life of the
 // sending partition to one job life of the receiving partition, in the
@@ -29,14 +31,20 @@ type pushed struct {
 	Msg      *weir.Message
 	Size     int
 	MaybeDup bool
-	// Ordered: the sending life promised ordered channels (Delivery.Ordered).
+	// Ordered: the sending life promised ordered channels (its token's
+	// promise; Delivery.Ordered without an Origin).
 	Ordered bool
+	// Origin is the offer's Origin (transport.Offer): the sub-channel
+	// (sender, Origin) is ordered whatever Ordered says.
+	Origin transport.PartitionID
 }
 
 // Flags of a pushed message.
 const (
 	flagMaybeDup byte = 1 << iota
 	flagOrdered
+	// flagOrigin: the origin follows the flags (frame version 2).
+	flagOrigin
 )
 
 // MarshalBinary implements encoding.BinaryMarshaler.
@@ -47,7 +55,7 @@ func (f *pushFrame) MarshalBinary() ([]byte, error) {
 	// about ten times.
 	n := 32 + len(f.From) + len(f.To)
 	for _, m := range f.Msgs {
-		n += 16 + len(m.Msg.ID) + m.Size
+		n += 16 + len(m.Msg.ID) + len(m.Origin) + m.Size
 	}
 	b := append(make([]byte, 0, n), frameVersion)
 	b = codec.AppendString(b, string(f.From))
@@ -66,7 +74,13 @@ func (f *pushFrame) MarshalBinary() ([]byte, error) {
 		if m.Ordered {
 			flags |= flagOrdered
 		}
+		if m.Origin != "" {
+			flags |= flagOrigin
+		}
 		b = append(b, flags)
+		if m.Origin != "" {
+			b = codec.AppendString(b, string(m.Origin))
+		}
 		n := len(b)
 		b = append(b, 0, 0, 0, 0) // length of the record, patched below
 		if b, err = tables.AppendMessage(b, m.Msg); err != nil {
@@ -80,8 +94,8 @@ func (f *pushFrame) MarshalBinary() ([]byte, error) {
 
 // UnmarshalBinary implements encoding.BinaryUnmarshaler.
 func (f *pushFrame) UnmarshalBinary(b []byte) error {
-	if len(b) == 0 || b[0] != frameVersion {
-		return errors.New("remote: push frame: unknown version")
+	if len(b) == 0 || (b[0] != frameVersion && b[0] != 1) {
+		return fmt.Errorf("remote: push frame: unknown version %d (this build reads 1 and %d)", firstByte(b), frameVersion)
 	}
 	r := tables.Reader{B: b[1:]}
 	f.From = transport.PartitionID(r.Str())
@@ -100,8 +114,18 @@ func (f *pushFrame) UnmarshalBinary(b []byte) error {
 			return errors.New("remote: push frame truncated")
 		}
 		flags := r.B[0]
-		l := int(r.B[1])<<24 | int(r.B[2])<<16 | int(r.B[3])<<8 | int(r.B[4])
-		r.B = r.B[5:]
+		r.B = r.B[1:]
+		var origin transport.PartitionID
+		if flags&flagOrigin != 0 {
+			if origin = transport.PartitionID(r.Str()); r.Err != nil || origin == "" {
+				return errors.New("remote: push frame: malformed origin")
+			}
+		}
+		if len(r.B) < 4 {
+			return errors.New("remote: push frame truncated")
+		}
+		l := int(r.B[0])<<24 | int(r.B[1])<<16 | int(r.B[2])<<8 | int(r.B[3])
+		r.B = r.B[4:]
 		if l > len(r.B) {
 			return errors.New("remote: push frame truncated")
 		}
@@ -110,7 +134,7 @@ func (f *pushFrame) UnmarshalBinary(b []byte) error {
 			return fmt.Errorf("remote: push frame: %w", err)
 		}
 		r.B = r.B[l:]
-		f.Msgs = append(f.Msgs, pushed{Msg: m, Size: size, MaybeDup: flags&flagMaybeDup != 0, Ordered: flags&flagOrdered != 0})
+		f.Msgs = append(f.Msgs, pushed{Msg: m, Size: size, MaybeDup: flags&flagMaybeDup != 0, Ordered: flags&flagOrdered != 0, Origin: origin})
 	}
 	if r.Err != nil {
 		return fmt.Errorf("remote: push frame: %w", r.Err)
@@ -176,4 +200,12 @@ func (a *ackFrame) UnmarshalBinary(b []byte) error {
 		return fmt.Errorf("remote: ack frame: %w", r.Err)
 	}
 	return nil
+}
+
+// firstByte is b's first byte (0 if empty), for errors.
+func firstByte(b []byte) byte {
+	if len(b) == 0 {
+		return 0
+	}
+	return b[0]
 }

@@ -2,11 +2,13 @@ package remote
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/tables"
+	"github.com/weir-stream/weir/transport"
 )
 
 // testFrame is a full push frame of counter-like messages.
@@ -15,7 +17,11 @@ func testFrame() *pushFrame {
 	for i := range frameRows {
 		m := &weir.Message{ID: msgid.ID(fmt.Sprintf("0000018c2f3a4b5c-words:%04d", i)), Stream: "words",
 			Payload: weir.Row{"key": fmt.Sprintf("user-%05d", i*37), "page": "/catalog/item/12345", "ms": int64(1_700_000_000_000 + i), "ref": "campaign-x"}}
-		f.Msgs = append(f.Msgs, pushed{Msg: m, Size: tables.MessageSize(m), MaybeDup: i%3 == 0, Ordered: true})
+		var origin transport.PartitionID
+		if i%4 == 1 {
+			origin = transport.PartitionID(fmt.Sprintf("Source@p%d", i%7))
+		}
+		f.Msgs = append(f.Msgs, pushed{Msg: m, Size: tables.MessageSize(m), MaybeDup: i%3 == 0, Ordered: i%2 == 0, Origin: origin})
 	}
 	return f
 }
@@ -36,7 +42,7 @@ func TestPushFrameRoundTrip(t *testing.T) {
 	}
 	for i, m := range g.Msgs {
 		w := f.Msgs[i]
-		if m.Msg.ID != w.Msg.ID || m.Size != w.Size || m.MaybeDup != w.MaybeDup || m.Ordered != w.Ordered || fmt.Sprint(m.Msg.Payload) != fmt.Sprint(w.Msg.Payload) {
+		if m.Msg.ID != w.Msg.ID || m.Size != w.Size || m.MaybeDup != w.MaybeDup || m.Ordered != w.Ordered || m.Origin != w.Origin || fmt.Sprint(m.Msg.Payload) != fmt.Sprint(w.Msg.Payload) {
 			t.Fatalf("message %d: %+v, want %+v", i, m, w)
 		}
 	}
@@ -50,5 +56,28 @@ func TestPushFrameAllocations(t *testing.T) {
 	allocs := testing.AllocsPerRun(20, func() { f.MarshalBinary() })
 	if allocs > 2 {
 		t.Fatalf("%.0f allocations to encode a frame of %d messages, want at most 2", allocs, len(f.Msgs))
+	}
+}
+
+// TestPushFrameVersion1: a frame of a build before origins (version 1, no
+// flagOrigin) still decodes; a frame of an unknown version is refused with
+// an error naming the versions.
+func TestPushFrameVersion1(t *testing.T) {
+	f := testFrame()
+	for i := range f.Msgs {
+		f.Msgs[i].Origin = ""
+	}
+	b, err := f.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[0] = 1
+	var g pushFrame
+	if err := g.UnmarshalBinary(b); err != nil || len(g.Msgs) != len(f.Msgs) || g.Msgs[0].Ordered != f.Msgs[0].Ordered {
+		t.Fatalf("version 1 frame: %v, %d messages", err, len(g.Msgs))
+	}
+	b[0] = 9
+	if err := g.UnmarshalBinary(b); err == nil || !strings.Contains(err.Error(), "version 9") {
+		t.Fatalf("version 9 frame: %v, want an error naming the version", err)
 	}
 }

@@ -488,3 +488,48 @@ func newBenchNode(b *testing.B, id string) *testNode {
 	b.Cleanup(func() { tn.Close(); tn.srv.Stop() })
 	return tn
 }
+
+// TestOriginsCrossTheNetwork: an offer's Origin travels with it, over the
+// network and on a channel within one node, so that the receiver
+// deduplicates it by its origin's frontier wherever it is delivered (one
+// processed through that frontier keeps no id row: delivered again without
+// its origin, it would be processed twice). Only the origin orders it: the
+// sender registered unordered.
+func TestOriginsCrossTheNetwork(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		t.Run(fmt.Sprintf("local=%v", local), func(t *testing.T) {
+			a := newTestNode(t, "a", 0, wire.Security{})
+			var se *Endpoint
+			var r transport.Receiver
+			if local {
+				se, _, r = localPair(t, a)
+			} else {
+				b := newTestNode(t, "b", 0, wire.Security{})
+				var re *Endpoint
+				se, re = pair(a, b)
+				r = re.Attach(recvP)
+			}
+			tok := se.RegisterSender(sendP, false)
+			const n = 40
+			offers := make([]transport.Offer, n)
+			for i := range offers {
+				offers[i] = transport.Offer{Msg: msg(i), Size: 64}
+				if i%3 != 0 {
+					offers[i].Origin = transport.PartitionID(fmt.Sprintf("Up/%d", i%3))
+				}
+			}
+			for rest := offers; len(rest) > 0; {
+				if rest = rest[se.OfferBatch(tok, recvP, rest, nil):]; len(rest) > 0 {
+					<-se.Ready(recvP)
+				}
+			}
+			ds := receive(t, r, n)
+			for i, d := range ds {
+				if d.Msg.ID != msg(i).ID || d.From != sendP || d.Origin != offers[i].Origin || d.Ordered != (offers[i].Origin != "") {
+					t.Fatalf("delivery %d = %s from %q origin %q ordered %v, want origin %q, ordered only with an origin",
+						i, d.Msg.ID, d.From, d.Origin, d.Ordered, offers[i].Origin)
+				}
+			}
+		})
+	}
+}

@@ -258,7 +258,7 @@ func (ic *inChannel) deliver(n *Node, st *inStream, k inKey, msgs []pushed) (tak
 		if m.Ordered != ordered {
 			break
 		}
-		ic.offers = append(ic.offers, transport.Offer{Msg: m.Msg, Size: m.Size, MaybeDup: m.MaybeDup})
+		ic.offers = append(ic.offers, transport.Offer{Msg: m.Msg, Size: m.Size, MaybeDup: m.MaybeDup, Origin: m.Origin})
 	}
 	// replyAck with msgs left: the rest has the other Ordered flag; the
 	// caller delivers it next.
