@@ -34,7 +34,7 @@ func TestRepeatedAckCountsOnce(t *testing.T) {
 		t.Fatalf("destinations %v, want one partition of B and one of C", dests[0])
 	}
 	out := j.register(m, false)
-	j.distribute([]*weir.Message{m}, dests, []any{out}, func(*weir.Message) bool { return false })
+	j.distribute([]*weir.Message{m}, dests, []any{out}, nil, func(*weir.Message) bool { return false })
 
 	first := j.ackHook(0)
 	first.Acked(transport.Acked{ID: m.ID, Token: out})

@@ -35,8 +35,13 @@ import (
 //     change of partition_count): a message whose key hash they cover is
 //     processed if its id is at or below theirs, since a stopped pipeline
 //     may still replay what it had read.
-//   - otherwise (a Swift sender whose ids are inherited from inputs of many
-//     upstreams, merged ids, an unfenced offer), if its id has a row in the
+//   - on an ordered sub-channel (a Swift sender whose ids are inherited from
+//     inputs of several ordered upstreams offers each origin's ids in
+//     increasing order: transport.Offer.Origin), the same per (sender,
+//     origin): the frontier row's sender is tables.ChannelSender(sender,
+//     origin).
+//   - otherwise (merged ids, a Swift sender whose inputs came unordered, an
+//     unfenced offer), if its id has a row in the
 //     dedup table (input_messages or compact_input_messages), written with
 //     the epoch that processed it. An ordered channel that has no frontier
 //     of this partition yet (its first messages, or data written by a
@@ -91,10 +96,12 @@ func (r dropReasons) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// channel is one sending partition's stream into this computation.
+// channel is one sending partition's stream into this computation, or one
+// origin's part of it (transport.Offer.Origin).
 type channel struct {
 	stream string
 	from   transport.PartitionID
+	origin transport.PartitionID
 }
 
 // rangeFrontier is a frontier of another key range.
@@ -103,10 +110,12 @@ type rangeFrontier struct {
 	id msgid.ID
 }
 
-// origin is where an input came from: its channel, and whether the channel
-// is ordered (index-aligned with an epoch's fetched inputs).
+// origin is where an input came from: its sender, the sender's origin of
+// it (transport.Delivery.Origin), and whether that (sub-)channel is
+// ordered (index-aligned with an epoch's fetched inputs).
 type origin struct {
 	from    transport.PartitionID
+	via     transport.PartitionID
 	ordered bool
 }
 
@@ -143,7 +152,7 @@ func (s *inputStore) filter(ctx context.Context, msgs []*weir.Message, origins [
 		var ch channel
 		ordered := s.checkState && i < len(origins) && origins[i].ordered && origins[i].from != ""
 		if ordered {
-			ch = channel{m.Stream, origins[i].from}
+			ch = channel{m.Stream, origins[i].from, origins[i].via}
 			if s.coveredEarlier(ch, m) {
 				s.why.earlier++
 				processed = append(processed, m)
@@ -226,7 +235,7 @@ func (s *inputStore) register(txn *store.Txn) {
 		txn.Put(t, tables.DedupKey(s.compact, s.comp, m.Stream, m.SystemTimestamp, m.ID), nil)
 	}
 	for _, ch := range s.moved {
-		txn.Put(store.FlowState, tables.FrontierKey(s.comp, ch.stream, string(ch.from), s.own), []byte(s.frontier[ch]))
+		txn.Put(store.FlowState, tables.FrontierKey(s.comp, ch.stream, tables.ChannelSender(string(ch.from), string(ch.origin)), s.own), []byte(s.frontier[ch]))
 	}
 	clear(s.rows)
 	s.rows, s.moved = s.rows[:0], s.moved[:0]
@@ -260,7 +269,8 @@ func (s *inputStore) loadFrontiers(ctx context.Context) error {
 			bad = fmt.Errorf("dedup frontier of %s: malformed row %q", s.comp, k)
 			return false
 		}
-		ch, id := channel{stream, transport.PartitionID(from)}, msgid.ID(v)
+		sender, via := tables.SplitChannelSender(from)
+		ch, id := channel{stream, transport.PartitionID(sender), transport.PartitionID(via)}, msgid.ID(v)
 		if r == s.own {
 			s.frontier[ch] = id
 		} else {

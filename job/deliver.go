@@ -168,8 +168,15 @@ func (j *Job) fetchInputs() ([]*weir.Message, error) {
 	out := make([]*weir.Message, len(raw))
 	copies := make([]weir.Message, len(raw)) // one block for the batch
 	j.origins = j.origins[:0]
+	tags := j.tagsOrigins()
+	if tags {
+		if j.parentOrigin == nil {
+			j.parentOrigin = map[*weir.Message]transport.PartitionID{}
+		}
+		clear(j.parentOrigin)
+	}
 	for i, d := range raw {
-		j.origins = append(j.origins, origin{from: d.From, ordered: d.Ordered})
+		j.origins = append(j.origins, origin{from: d.From, via: d.Origin, ordered: d.Ordered})
 		m := d.Msg
 		if d.MaybeDuplicate {
 			j.suspect[m.ID] = true
@@ -182,8 +189,39 @@ func (j *Job) fetchInputs() ([]*weir.Message, error) {
 		}
 		cp.Key = k
 		out[i] = cp
+		if tags && d.Ordered && d.Origin == "" && d.From != "" {
+			j.parentOrigin[cp] = d.From
+		}
 	}
 	return out, nil
+}
+
+// tagsOrigins says whether this job offers its outputs with an Origin
+// (transport.Offer.Origin): a Swift computation fed by other partitions,
+// whose outputs inherit their single parent's id. Its channels interleave
+// its upstreams' ids and are not ordered (orderedSender), but each
+// origin's ids are: an upstream's ordered channel is FIFO, each epoch takes
+// a contiguous run of it, and the epoch's outputs are offered sorted by id
+// (record). Merged ids (allow_batching_with_relaxed_guarantees) have no
+// single origin.
+func (j *Job) tagsOrigins() bool {
+	return j.comp.Swift() && !j.comp.IsSource() && !j.comp.AllowBatching
+}
+
+// outputOrigins returns, index-aligned with outs, each output's Origin: the
+// partition its single parent came from on an ordered channel without an
+// origin of its own (parentOrigin), or "" (nil if the job tags none).
+func (j *Job) outputOrigins(outs []*weir.Message, lineage [][]*weir.Message) []transport.PartitionID {
+	if !j.tagsOrigins() || len(j.parentOrigin) == 0 {
+		return nil
+	}
+	o := make([]transport.PartitionID, len(outs))
+	for i := range outs {
+		if ps := lineage[i]; len(ps) == 1 {
+			o[i] = j.parentOrigin[ps[0]]
+		}
+	}
+	return o
 }
 
 // register gives an outbox output its destinations: every sink consuming
@@ -305,17 +343,22 @@ func (j *Job) partitionID(r *plan.CompPlan, i int) transport.PartitionID {
 // distribute offers outputs to the downstream partitions dests names
 // (from destinations), in batches per destination (offers.go); tokens
 // (index-aligned) are the outputs' *output or *swiftChild, handed back with
-// their acknowledgements; maybeDup says which may have been delivered
+// their acknowledgements; origins (index-aligned, or nil) their
+// transport.Offer.Origin; maybeDup says which may have been delivered
 // before.
-func (j *Job) distribute(outs []*weir.Message, dests [][]transport.PartitionID, tokens []any, maybeDup func(*weir.Message) bool) {
+func (j *Job) distribute(outs []*weir.Message, dests [][]transport.PartitionID, tokens []any, origins []transport.PartitionID, maybeDup func(*weir.Message) bool) {
 	for i, m := range outs {
 		if len(dests[i]) == 0 {
 			continue
 		}
 		dup := maybeDup(m)
 		size := outputSize(m, tokens[i]) // once per output, not per destination or retry
+		var from transport.PartitionID
+		if origins != nil {
+			from = origins[i]
+		}
 		for ri, dest := range dests[i] {
-			j.enqueue(dest, pendingOffer{msg: m, size: size, route: ri, maybeDup: dup, token: tokens[i]})
+			j.enqueue(dest, pendingOffer{msg: m, size: size, route: ri, maybeDup: dup, token: tokens[i], origin: from})
 		}
 	}
 	j.flushTouched()

@@ -63,8 +63,9 @@ type Decision struct {
 	Dests   [][]transport.PartitionID
 	suspect func(*weir.Message) bool
 	// tokens are the outputs' *output or *swiftChild (index-aligned), the
-	// offers' tokens.
-	tokens []any
+	// offers' tokens; origins their Origin (index-aligned, nil: none).
+	tokens  []any
+	origins []transport.PartitionID
 	// Txn holds the epoch's writes; Commit says whether it is committed (a
 	// Swift epoch with nothing to persist and no probe due commits nothing).
 	Txn    *store.Txn
@@ -247,9 +248,10 @@ func (j *Job) record(d *Decision, txn *store.Txn, emits []emitted) error {
 	if err != nil {
 		return err
 	}
-	if j.src != nil && j.comp.Swift() {
+	if (j.src != nil && j.comp.Swift()) || j.tagsOrigins() {
 		sortByID(outs, lineage)
 	}
+	d.origins = j.outputOrigins(outs, lineage)
 	if d.Dests, err = j.destinations(outs); err != nil {
 		return err
 	}
@@ -360,7 +362,7 @@ func (j *Job) Apply(ctx context.Context, d *Decision) (EpochResult, error) {
 	for _, s := range j.sinks {
 		s.sink.Commit(ctx)
 	}
-	j.distribute(d.Outputs, d.Dests, d.tokens, d.suspect)
+	j.distribute(d.Outputs, d.Dests, d.tokens, d.origins, d.suspect)
 	if len(d.Fresh) > 0 {
 		// Report before acknowledging the inputs upstream: once an upstream
 		// partition learns its outputs were processed it may report quiet,

@@ -186,3 +186,57 @@ func TestFrontierAcrossLayouts(t *testing.T) {
 		t.Fatalf("fresh %v processed %v; want %s processed, %s fresh", fresh, processed, a.ID, b.ID)
 	}
 }
+
+// TestFrontierPerOrigin: a sender that interleaves the ids of several
+// origins (a Swift hop fed by ordered upstream partitions,
+// transport.Offer.Origin) is deduplicated by one frontier per (sender,
+// origin): an id below another origin's frontier is fresh, one at or below
+// its own origin's frontier is processed, across a restart of the
+// receiving job (the frontier rows' sender is tables.ChannelSender), and no
+// dedup row is written per message.
+func TestFrontierPerOrigin(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, clock.Real{})
+	via := func(o transport.PartitionID) origin { return origin{from: "Hop/0", via: o, ordered: true} }
+	in := newInputStore(st, "C", allKeys, false, true)
+	if err := in.loadFrontiers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Origin R/0 sends 10, 12; origin R/1 sends 5, 11: interleaved as the
+	// hop forwards them.
+	a := []*weir.Message{frontierMsg(10), frontierMsg(5), frontierMsg(12), frontierMsg(11)}
+	fresh, processed := commitFilter(t, st, in, a, []origin{via("R/0"), via("R/1"), via("R/0"), via("R/1")}, nil)
+	if len(fresh) != 4 || len(processed) != 0 {
+		t.Fatalf("first delivery: fresh %v processed %v", fresh, processed)
+	}
+	if n := countRows(t, st, store.InputMessages); n != 0 {
+		t.Fatalf("%d dedup rows for ordered sub-channels, want 0", n)
+	}
+	for o, want := range map[string]msgid.ID{"R/0": a[2].ID, "R/1": a[3].ID} {
+		k := tables.FrontierKey("C", "s", tables.ChannelSender("Hop/0", o), allKeys)
+		if v, ok, _ := st.Get(ctx, store.FlowState, k); !ok || msgid.ID(v) != want {
+			t.Fatalf("frontier of origin %s = %q %v, want %s", o, v, ok, want)
+		}
+	}
+	// A restarted receiver: the hop's new life re-sends 12 (R/0) and 5, 11
+	// (R/1) as suspect, then new ids of each origin, the new R/1 id below
+	// R/0's frontier.
+	later := newInputStore(st, "C", allKeys, false, true)
+	if err := later.loadFrontiers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := []*weir.Message{frontierMsg(5), frontierMsg(12), frontierMsg(11), frontierMsg(13), nil}
+	b[4] = frontierMsg(11)
+	b[4].ID += "~" // an id of R/1 just above 11, still below R/0's 12
+	origins := []origin{via("R/1"), via("R/0"), via("R/1"), via("R/0"), via("R/1")}
+	suspect := map[msgid.ID]bool{b[0].ID: true, b[1].ID: true, b[2].ID: true}
+	fresh, processed = commitFilter(t, st, later, b, origins, suspect)
+	if !slices.Equal(processed, idsOf(b[:3])) || !slices.Equal(fresh, idsOf(b[3:])) {
+		t.Fatalf("after restart: fresh %v processed %v; want fresh %v", fresh, processed, idsOf(b[3:]))
+	}
+	// The sender's own frontier (no origin) is a channel of its own.
+	fresh, _ = commitFilter(t, st, later, []*weir.Message{frontierMsg(1)}, originsOf(1, "Hop/0", true), nil)
+	if len(fresh) != 1 {
+		t.Fatalf("the sender's own channel: fresh %v, want its first message", fresh)
+	}
+}

@@ -114,6 +114,10 @@ type Job struct {
 	// skips are the messages of the computation an operator skipped, by
 	// identity (tables/skip.go), loaded at Init; nil: none.
 	skips map[string]tables.SkipRecord
+	// parentOrigin maps this epoch's inputs that came on an ordered channel
+	// (without an origin of their own) to their sender, for a job that
+	// tags its outputs' origins (tagsOrigins).
+	parentOrigin map[*weir.Message]transport.PartitionID
 	// idIndex, idBuf and idEnds are materialize's buffers, reused.
 	idIndex map[idCounter]uint64
 	idBuf   []byte
@@ -293,7 +297,7 @@ func (j *Job) Init(ctx context.Context) error {
 		}
 		// Reloaded outputs may have reached their receivers in an earlier
 		// life of this partition: they must be deduplicated there.
-		j.distribute(msgs, dests, tokens, func(*weir.Message) bool { return true })
+		j.distribute(msgs, dests, tokens, nil, func(*weir.Message) bool { return true })
 	}
 	j.report(false)
 	return nil
@@ -408,7 +412,8 @@ func (j *Job) waitToFill(ctx context.Context, d time.Duration) {
 // offset range in increasing order, and reused on replay), and it offers
 // each epoch's outputs sorted by id (sortByID). A Swift computation fed by
 // other partitions interleaves its upstreams' ids, and merged ids are
-// digests: those channels are not ordered and are deduplicated by id.
+// digests: those channels are not ordered; but each origin's part of them
+// is (tagsOrigins), and is deduplicated by a frontier of its own.
 func (j *Job) orderedSender() bool {
 	if !j.comp.Swift() {
 		return true

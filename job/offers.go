@@ -20,7 +20,8 @@ type pendingOffer struct {
 	size     int
 	route    int
 	maybeDup bool
-	token    any // transport.Offer.Token
+	token    any                   // transport.Offer.Token
+	origin   transport.PartitionID // transport.Offer.Origin
 }
 
 // offerQueue holds the outputs to one receiving partition that are not yet
@@ -114,7 +115,7 @@ func (j *Job) flush(q *offerQueue) {
 		}
 		q.batch = q.batch[:0]
 		for _, o := range q.waiting[done:end] {
-			q.batch = append(q.batch, transport.Offer{Msg: o.msg, Size: o.size, MaybeDup: o.maybeDup, Token: o.token})
+			q.batch = append(q.batch, transport.Offer{Msg: o.msg, Size: o.size, MaybeDup: o.maybeDup, Token: o.token, Origin: o.origin})
 		}
 		done += j.cfg.Hub.OfferBatch(j.sender, q.dest, q.batch, j.ackHook(route))
 		clear(q.batch)

@@ -435,7 +435,9 @@ func (j *Job) materialize(ts store.Timestamp, emits []emitted) ([]*weir.Message,
 // by id, which is their records' order: user code sees a source's messages
 // by (AlignmentTimestamp, id), and write times need not follow offsets, but
 // its channels are ordered (orderedSender) only if it offers every epoch's
-// outputs in id order.
+// outputs in id order. The same holds per origin for a Swift computation
+// that tags its outputs' origins (tagsOrigins): it sees its inputs grouped
+// by key.
 func sortByID(outs []*weir.Message, lineage [][]*weir.Message) {
 	if slices.IsSortedFunc(outs, func(x, y *weir.Message) int { return strings.Compare(string(x.ID), string(y.ID)) }) {
 		return

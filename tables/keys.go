@@ -27,7 +27,7 @@ import (
 //	compact_input_messages comp 0x00 stream 0x00 BE64(system ts) hash128(messageID) → (empty)
 //	partition_output_messages partition 0x00 messageID                             → output record
 //	partition_states       partition 0x00 name                                      → bytes
-//	flow_state (frontiers) "dedup_frontier" 0x00 comp 0x00 stream 0x00 sender 0x00
+//	flow_state (frontiers) "dedup_frontier" 0x00 comp 0x00 stream 0x00 sender [0x1f origin] 0x00
 //	                       BE64(lo) BE64(hi) toEnd                                  → highest processed id
 //	partition_transactions partition                                                → BE64(epoch timestamp)
 //
@@ -148,6 +148,26 @@ func FrontierKey(comp, stream, sender string, r FrontierRange) []byte {
 		return append(b, 1)
 	}
 	return append(b, 0)
+}
+
+// originSep separates a frontier's sender from its origin (ChannelSender):
+// the unit separator, a byte no partition id holds.
+const originSep = "\x1f"
+
+// ChannelSender is the sender field of the frontier of the sub-channel
+// (sender, origin) (transport.Offer.Origin): sender alone if origin is
+// empty, so that the frontiers of ordered senders keep their keys.
+func ChannelSender(sender, origin string) string {
+	if origin == "" {
+		return sender
+	}
+	return sender + originSep + origin
+}
+
+// SplitChannelSender is ChannelSender's inverse.
+func SplitChannelSender(s string) (sender, origin string) {
+	sender, origin, _ = strings.Cut(s, originSep)
+	return sender, origin
 }
 
 // ParseFrontierKey splits a key of FrontierPrefix(comp) into its stream,

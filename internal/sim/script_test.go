@@ -395,6 +395,9 @@ func (s *Sim) frontiers(t *testing.T, comp string) []string {
 		if r.ToEnd {
 			rng = fmt.Sprintf("[%016x, end)", r.Lo)
 		}
+		if sender, origin := tables.SplitChannelSender(from); origin != "" {
+			from = sender + " (origin " + origin + ")"
+		}
 		out = append(out, fmt.Sprintf("%s from %s, keys %s: %s", stream, from, rng, v))
 		return true
 	})
