@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/clock"
@@ -22,8 +21,7 @@ import (
 // gives no origin.
 func TestSwiftHopTagsOrigins(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	st := openStore(t, clk)
+	st := openStore(t, clock.Real{})
 	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{
 		"Hop": {Code: weir.SwiftMap(func(ctx weir.Context, m *weir.Message, out weir.Output) error {
 			return out.Add("out", m.Payload)
