@@ -28,6 +28,14 @@ type offerChannel struct {
 	stream string
 }
 
+// originChannel is an offerChannel's part of one origin
+// (transport.Offer.Origin).
+type originChannel struct {
+	dest   transport.PartitionID
+	stream string
+	origin transport.PartitionID
+}
+
 // ackQueue collects acknowledgements from other goroutines for the job's
 // goroutine: downstream acknowledgements of outputs by token and route
 // (one shared hook per route index, so an offer allocates nothing for its

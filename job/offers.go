@@ -71,6 +71,9 @@ func (j *Job) enqueue(dest transport.PartitionID, o pendingOffer) {
 		}
 		j.lastOffered[k] = o.msg.ID
 	}
+	if invariants.Enabled && o.origin != "" {
+		j.checkOriginOrder(dest, o)
+	}
 	q := j.offers.queue(dest)
 	if !q.touched {
 		q.touched = true
@@ -166,4 +169,23 @@ func (j *Job) ackHook(ri int) *transport.AckHook {
 		j.ackHooks = append(j.ackHooks, transport.NewAckHook(func(acks []transport.Acked) { j.acks.pushAcks(r, acks) }))
 	}
 	return j.ackHooks[ri]
+}
+
+// checkOriginOrder checks the promise of an offer's Origin
+// (transport.Offer) where it can be told from the offer: on each
+// sub-channel, the offers of messages certainly never delivered before
+// (not maybeDup: their inputs came fresh) have increasing ids. A re-send
+// may come below them — of a re-delivered input, processed here or in an
+// earlier life — and is marked maybeDup.
+func (j *Job) checkOriginOrder(dest transport.PartitionID, o pendingOffer) {
+	if o.maybeDup {
+		return
+	}
+	k := originChannel{dest, o.msg.Stream, o.origin}
+	if j.originOffered == nil {
+		j.originOffered = map[originChannel]msgid.ID{}
+	}
+	last := j.originOffered[k]
+	invariants.Check(o.msg.ID > last, "%s offered fresh %s to %s (origin %s) after %s", j.cfg.Partition.ID, o.msg.ID, dest, o.origin, last)
+	j.originOffered[k] = o.msg.ID
 }
