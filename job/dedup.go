@@ -261,28 +261,17 @@ func (s *inputStore) loadFrontiers(ctx context.Context) error {
 	if !s.checkState {
 		return nil
 	}
-	p := tables.FrontierPrefix(s.comp)
-	var bad error
-	err := s.st.Scan(ctx, store.Range{Table: store.FlowState, Lo: p, Hi: tables.PrefixEnd(p)}, func(k, v []byte) bool {
-		stream, from, r, ok := tables.ParseFrontierKey(s.comp, k)
-		if !ok || len(v) == 0 {
-			bad = fmt.Errorf("dedup frontier of %s: malformed row %q", s.comp, k)
-			return false
-		}
-		sender, via := tables.SplitChannelSender(from)
-		ch, id := channel{stream, transport.PartitionID(sender), transport.PartitionID(via)}, msgid.ID(v)
-		if r == s.own {
-			s.frontier[ch] = id
-		} else {
-			s.earlier[ch] = append(s.earlier[ch], rangeFrontier{r, id})
-		}
-		return true
-	})
-	if err == nil {
-		err = bad
-	}
+	fs, err := tables.Frontiers(ctx, s.st, s.comp)
 	if err != nil {
-		return fmt.Errorf("read dedup frontiers of %s: %w", s.comp, err)
+		return err
+	}
+	for _, f := range fs {
+		ch := channel{f.Stream, transport.PartitionID(f.Sender), transport.PartitionID(f.Origin)}
+		if f.Range == s.own {
+			s.frontier[ch] = f.ID
+		} else {
+			s.earlier[ch] = append(s.earlier[ch], rangeFrontier{f.Range, f.ID})
+		}
 	}
 	return nil
 }

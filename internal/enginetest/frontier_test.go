@@ -68,18 +68,15 @@ func TestFrontierDedupUnderCrashes(t *testing.T) {
 // sender's origin: tables.ChannelSender).
 func originFrontiers(t *testing.T, st store.Store) int {
 	t.Helper()
-	p := tables.FrontierPrefix("Counter")
-	n := 0
-	err := st.Scan(context.Background(), store.Range{Table: store.FlowState, Lo: p, Hi: tables.PrefixEnd(p)}, func(k, _ []byte) bool {
-		if _, from, _, ok := tables.ParseFrontierKey("Counter", k); ok {
-			if _, origin := tables.SplitChannelSender(from); origin != "" {
-				n++
-			}
-		}
-		return true
-	})
+	fs, err := tables.Frontiers(context.Background(), st, "Counter")
 	if err != nil {
 		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range fs {
+		if f.Origin != "" {
+			n++
+		}
 	}
 	return n
 }

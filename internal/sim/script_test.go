@@ -382,27 +382,24 @@ func dur(t *testing.T, s string) time.Duration {
 	return d
 }
 
-// frontiers lists comp's dedup frontiers: stream, sender, key range and id.
+// frontiers lists comp's dedup frontiers: stream, sender (and origin), key
+// range and id.
 func (s *Sim) frontiers(t *testing.T, comp string) []string {
-	p := tables.FrontierPrefix(comp)
-	var out []string
-	err := s.Store.Scan(context.Background(), store.Range{Table: store.FlowState, Lo: p, Hi: tables.PrefixEnd(p)}, func(k, v []byte) bool {
-		stream, from, r, ok := tables.ParseFrontierKey(comp, k)
-		if !ok {
-			t.Fatalf("malformed frontier key %q", k)
-		}
-		rng := fmt.Sprintf("[%016x, %016x)", r.Lo, r.Hi)
-		if r.ToEnd {
-			rng = fmt.Sprintf("[%016x, end)", r.Lo)
-		}
-		if sender, origin := tables.SplitChannelSender(from); origin != "" {
-			from = sender + " (origin " + origin + ")"
-		}
-		out = append(out, fmt.Sprintf("%s from %s, keys %s: %s", stream, from, rng, v))
-		return true
-	})
+	fs, err := tables.Frontiers(context.Background(), s.Store, comp)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range fs {
+		rng := fmt.Sprintf("[%016x, %016x)", f.Range.Lo, f.Range.Hi)
+		if f.Range.ToEnd {
+			rng = fmt.Sprintf("[%016x, end)", f.Range.Lo)
+		}
+		from := f.Sender
+		if f.Origin != "" {
+			from += " (origin " + f.Origin + ")"
+		}
+		out = append(out, fmt.Sprintf("%s from %s, keys %s: %s", f.Stream, from, rng, f.ID))
 	}
 	return out
 }
