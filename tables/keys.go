@@ -27,7 +27,7 @@ import (
 //	compact_input_messages comp 0x00 stream 0x00 BE64(system ts) hash128(messageID) → (empty)
 //	partition_output_messages partition 0x00 messageID                             → output record
 //	partition_states       partition 0x00 name                                      → bytes
-//	flow_state (frontiers) "dedup_frontier" 0x00 comp 0x00 stream 0x00 sender [0x1f origin] 0x00
+//	flow_state (frontiers) "dedup_frontier" 0x00 comp 0x00 stream 0x00 sender [0x00 origin] 0x00
 //	                       BE64(lo) BE64(hi) toEnd                                  → highest processed id
 //	partition_transactions partition                                                → BE64(epoch timestamp)
 //
@@ -151,8 +151,9 @@ func FrontierKey(comp, stream, sender string, r FrontierRange) []byte {
 }
 
 // originSep separates a frontier's sender from its origin (ChannelSender):
-// the unit separator, a byte no partition id holds.
-const originSep = "\x1f"
+// 0x00, the byte no name or id holds (the key's own separator), so that no
+// sender and no (sender, origin) pair share a field.
+const originSep = "\x00"
 
 // ChannelSender is the sender field of the frontier of the sub-channel
 // (sender, origin) (transport.Offer.Origin): sender alone if origin is
@@ -180,7 +181,7 @@ func ParseFrontierKey(comp string, key []byte) (stream, sender string, r Frontie
 	}
 	names := string(key[len(p) : len(key)-tail])
 	stream, sender, ok = strings.Cut(names, "\x00")
-	if !ok || stream == "" || sender == "" || strings.IndexByte(sender, 0) >= 0 {
+	if !ok || stream == "" || sender == "" || !validSender(sender) {
 		return "", "", r, false
 	}
 	t := key[len(key)-tail+1:]
@@ -220,4 +221,11 @@ func appendIDHash(dst []byte, id msgid.ID) []byte {
 	h := fnv.New128a()
 	h.Write([]byte(id))
 	return h.Sum(dst)
+}
+
+// validSender reports whether a frontier key's sender field is a sender,
+// or a sender and an origin (ChannelSender), each non-empty.
+func validSender(s string) bool {
+	sender, origin, sub := strings.Cut(s, originSep)
+	return sender != "" && (!sub || (origin != "" && !strings.Contains(origin, originSep)))
 }
