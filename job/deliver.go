@@ -21,19 +21,12 @@ import (
 	"github.com/weir-stream/weir/transport"
 )
 
-// offerChannel is a receiving partition and stream (the invariant check of
-// ordered senders).
+// offerChannel is a receiving partition, stream and origin (the invariant
+// check of a sender's order, checkOfferOrder).
 type offerChannel struct {
 	dest   transport.PartitionID
 	stream string
-}
-
-// originChannel is an offerChannel's part of one origin
-// (transport.Offer.Origin).
-type originChannel struct {
-	dest   transport.PartitionID
-	stream string
-	origin transport.PartitionID
+	origin transport.PartitionID // "" but for a sub-channel (transport.Offer.Origin)
 }
 
 // ackQueue collects acknowledgements from other goroutines for the job's
@@ -184,7 +177,8 @@ func (j *Job) fetchInputs() ([]*weir.Message, error) {
 		clear(j.parentOrigin)
 	}
 	for i, d := range raw {
-		j.origins = append(j.origins, origin{from: d.From, via: d.Origin, ordered: d.Ordered})
+		// An origin orders its sub-channel whatever the sender's token says.
+		j.origins = append(j.origins, origin{from: d.From, via: d.Origin, ordered: d.Ordered || d.Origin != ""})
 		m := d.Msg
 		if d.MaybeDuplicate {
 			j.suspect[m.ID] = true

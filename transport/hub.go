@@ -164,8 +164,8 @@ type entry struct {
 	maybeDup bool
 	// redeliver: a Faults duplicate of it follows its acknowledgement.
 	redeliver bool
-	// from, origin and ordered: the newest offer's sender and origin, and
-	// whether their (sub-)channel is ordered (Delivery).
+	// from, origin and ordered: the newest offer's sender, its origin, and
+	// whether the sender's token is ordered (Delivery).
 	from    PartitionID
 	origin  PartitionID
 	ordered bool
@@ -235,7 +235,6 @@ func (b *mailbox) offerBatch(offers []Offer, hook *AckHook, from PartitionID, or
 // block, the batch's entries, allocated once with room for every offer of
 // the batch. REQUIRES: b.mu held.
 func (b *mailbox) add(o Offer, hook *AckHook, from PartitionID, ordered bool, block *[]entry) bool {
-	ordered = ordered || o.Origin != ""
 	if e, ok := b.byID[o.Msg.ID]; ok {
 		e.hook, e.token = hook, o.Token
 		e.maybeDup = e.maybeDup || o.MaybeDup

@@ -45,9 +45,10 @@ func TestDeliveriesNameTheirOrderedSender(t *testing.T) {
 	}
 }
 
-// TestOriginOrdersASubChannel: an offer with an Origin is delivered with it
-// and as ordered, though its sender registered unordered; one without is
-// not; a re-offer of a buffered id takes the newest offer's origin.
+// TestOriginOrdersASubChannel: an offer's Origin is delivered with it,
+// beside the sender's own promise (Ordered, here unordered), for the
+// receiver to order the sub-channel by; a re-offer of a buffered id takes
+// the newest offer's origin.
 func TestOriginOrdersASubChannel(t *testing.T) {
 	h := NewHub(0)
 	rx := h.Attach("C/0")
@@ -59,16 +60,13 @@ func TestOriginOrdersASubChannel(t *testing.T) {
 	}, nil)
 	h.OfferBatch(tok, "C/0", []Offer{{Msg: &weir.Message{ID: "c"}, Size: 10, MaybeDup: true}}, nil)
 	got := rx.Fetch(10, 1<<20)
-	want := []struct {
-		origin  PartitionID
-		ordered bool
-	}{{"R/0", true}, {"", false}, {"", false}}
+	want := []PartitionID{"R/0", "", ""}
 	if len(got) != len(want) {
 		t.Fatalf("fetched %d, want %d", len(got), len(want))
 	}
 	for i, w := range want {
-		if d := got[i]; d.From != "Hop/0" || d.Origin != w.origin || d.Ordered != w.ordered {
-			t.Errorf("delivery %d (%s) from %q origin %q ordered %v, want origin %q ordered %v", i, d.Msg.ID, d.From, d.Origin, d.Ordered, w.origin, w.ordered)
+		if d := got[i]; d.From != "Hop/0" || d.Origin != w || d.Ordered {
+			t.Errorf("delivery %d (%s) from %q origin %q ordered %v, want origin %q, not ordered", i, d.Msg.ID, d.From, d.Origin, d.Ordered, w)
 		}
 	}
 }

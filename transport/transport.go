@@ -118,8 +118,8 @@ type Delivery struct {
 	Msg            *weir.Message
 	MaybeDuplicate bool
 	From           PartitionID
-	// Origin is the newest offer's Origin. With it, Ordered says the
-	// sub-channel (From, Origin) is ordered.
+	// Origin is the newest offer's Origin: if set, the sub-channel (From,
+	// Origin) is ordered, whatever Ordered (the token's promise) says.
 	Origin  PartitionID
 	Ordered bool
 }

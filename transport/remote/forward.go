@@ -255,7 +255,7 @@ func (c *channel) deliverLocal(att transport.Receiver, t target) byte {
 		}
 		rest := offers
 		for len(rest) > 0 {
-			reg, code, _ := c.n.admit(c.key.from, c.key.fromLease, c.key.to, t.lease, tokenOrdered(ds[0]))
+			reg, code, _ := c.n.admit(c.key.from, c.key.fromLease, c.key.to, t.lease, ds[0].Ordered)
 			if code != replyAck {
 				return code
 			}
@@ -333,7 +333,7 @@ func (c *channel) deliverRemote(att transport.Receiver, t target) byte {
 		}
 		f := &pushFrame{From: c.key.from, FromLease: c.key.fromLease, To: c.key.to, ToLease: t.lease, Msgs: make([]pushed, len(ds))}
 		for i, d := range ds {
-			f.Msgs[i] = pushed{Msg: d.Msg, Size: tables.MessageSize(d.Msg), MaybeDup: d.MaybeDuplicate, Ordered: tokenOrdered(d), Origin: d.Origin}
+			f.Msgs[i] = pushed{Msg: d.Msg, Size: tables.MessageSize(d.Msg), MaybeDup: d.MaybeDuplicate, Ordered: d.Ordered, Origin: d.Origin}
 		}
 		// SendMsg blocks while the receiver's flow-control window is full:
 		// a slow receiver backpressures this channel, whose box then fills
@@ -429,9 +429,3 @@ func (n *Node) conn(addr string) (grpc.ClientConnInterface, error) {
 	n.conns[addr] = c
 	return c, nil
 }
-
-// tokenOrdered is the sending life's own promise as a delivery of its
-// outgoing mailbox shows it: a delivery with an Origin is ordered by its
-// origin (which travels with it), and a job that tags origins registers its
-// token unordered (job.orderedSender).
-func tokenOrdered(d transport.Delivery) bool { return d.Ordered && d.Origin == "" }

@@ -31,8 +31,8 @@ type pushed struct {
 	Msg      *weir.Message
 	Size     int
 	MaybeDup bool
-	// Ordered: the sending life promised ordered channels (its token's
-	// promise; Delivery.Ordered without an Origin).
+	// Ordered: the sending life promised ordered channels
+	// (Delivery.Ordered).
 	Ordered bool
 	// Origin is the offer's Origin (transport.Offer): the sub-channel
 	// (sender, Origin) is ordered whatever Ordered says.

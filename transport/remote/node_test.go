@@ -493,8 +493,8 @@ func newBenchNode(b *testing.B, id string) *testNode {
 // network and on a channel within one node, so that the receiver
 // deduplicates it by its origin's frontier wherever it is delivered (one
 // processed through that frontier keeps no id row: delivered again without
-// its origin, it would be processed twice). Only the origin orders it: the
-// sender registered unordered.
+// its origin, it would be processed twice). The sender's own promise
+// (unordered here) travels beside it.
 func TestOriginsCrossTheNetwork(t *testing.T) {
 	for _, local := range []bool{false, true} {
 		t.Run(fmt.Sprintf("local=%v", local), func(t *testing.T) {
@@ -525,8 +525,8 @@ func TestOriginsCrossTheNetwork(t *testing.T) {
 			}
 			ds := receive(t, r, n)
 			for i, d := range ds {
-				if d.Msg.ID != msg(i).ID || d.From != sendP || d.Origin != offers[i].Origin || d.Ordered != (offers[i].Origin != "") {
-					t.Fatalf("delivery %d = %s from %q origin %q ordered %v, want origin %q, ordered only with an origin",
+				if d.Msg.ID != msg(i).ID || d.From != sendP || d.Origin != offers[i].Origin || d.Ordered {
+					t.Fatalf("delivery %d = %s from %q origin %q ordered %v, want origin %q from a sender registered unordered",
 						i, d.Msg.ID, d.From, d.Origin, d.Ordered, offers[i].Origin)
 				}
 			}
