@@ -124,12 +124,9 @@ type Job struct {
 	idEnds  []int
 	// sender is this job's token for offering as its partition.
 	sender transport.SenderToken
-	// lastOffered is the last id offered per receiving partition and
-	// stream (checked under invariants for an ordered sender).
+	// lastOffered is the last id offered per receiving partition, stream
+	// and origin (checked under invariants: checkOfferOrder).
 	lastOffered map[offerChannel]msgid.ID
-	// originOffered is the last fresh id offered per sub-channel with an
-	// Origin (checked under invariants: checkOriginOrder).
-	originOffered map[originChannel]msgid.ID
 	// suspect holds the ids of this epoch's inputs that may have been
 	// delivered before (see transport.Delivery): only they need a dedup
 	// lookup, and Swift outputs derived from them are suspect downstream.

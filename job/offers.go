@@ -60,19 +60,8 @@ func (qs *offerQueues) queue(dest transport.PartitionID) *offerQueue {
 
 // enqueue adds o to dest's queue, to be offered by flushTouched.
 func (j *Job) enqueue(dest transport.PartitionID, o pendingOffer) {
-	if invariants.Enabled && j.sender.Ordered() {
-		// An ordered sender's promise (transport.Delivery): per receiving
-		// partition and stream, strictly increasing ids in each life.
-		k := offerChannel{dest, o.msg.Stream}
-		last, ok := j.lastOffered[k]
-		invariants.Check(!ok || o.msg.ID > last, "ordered sender %s offered %s to %s after %s", j.cfg.Partition.ID, o.msg.ID, dest, last)
-		if j.lastOffered == nil {
-			j.lastOffered = map[offerChannel]msgid.ID{}
-		}
-		j.lastOffered[k] = o.msg.ID
-	}
-	if invariants.Enabled && o.origin != "" {
-		j.checkOriginOrder(dest, o)
+	if invariants.Enabled {
+		j.checkOfferOrder(dest, o)
 	}
 	q := j.offers.queue(dest)
 	if !q.touched {
@@ -171,21 +160,22 @@ func (j *Job) ackHook(ri int) *transport.AckHook {
 	return j.ackHooks[ri]
 }
 
-// checkOriginOrder checks the promise of an offer's Origin
-// (transport.Offer) where it can be told from the offer: on each
-// sub-channel, the offers of messages certainly never delivered before
-// (not maybeDup: their inputs came fresh) have increasing ids. A re-send
-// may come below them — of a re-delivered input, processed here or in an
-// earlier life — and is marked maybeDup.
-func (j *Job) checkOriginOrder(dest transport.PartitionID, o pendingOffer) {
-	if o.maybeDup {
+// checkOfferOrder checks the order a sender promised (transport.Delivery,
+// transport.Offer.Origin), per receiving partition, stream and origin:
+// an ordered sender's offers have strictly increasing ids in each life; a
+// sub-channel's (an offer with an Origin) do where it can be told from the
+// offer — those of messages certainly never delivered before (not
+// maybeDup) — since a re-send of a re-delivered input, processed here or in
+// an earlier life, may come below them.
+func (j *Job) checkOfferOrder(dest transport.PartitionID, o pendingOffer) {
+	if o.origin == "" && !j.sender.Ordered() || o.origin != "" && o.maybeDup {
 		return
 	}
-	k := originChannel{dest, o.msg.Stream, o.origin}
-	if j.originOffered == nil {
-		j.originOffered = map[originChannel]msgid.ID{}
+	k := offerChannel{dest, o.msg.Stream, o.origin}
+	last, ok := j.lastOffered[k]
+	invariants.Check(!ok || o.msg.ID > last, "%s offered %s to %s (origin %q) after %s", j.cfg.Partition.ID, o.msg.ID, dest, o.origin, last)
+	if j.lastOffered == nil {
+		j.lastOffered = map[offerChannel]msgid.ID{}
 	}
-	last := j.originOffered[k]
-	invariants.Check(o.msg.ID > last, "%s offered fresh %s to %s (origin %s) after %s", j.cfg.Partition.ID, o.msg.ID, dest, o.origin, last)
-	j.originOffered[k] = o.msg.ID
+	j.lastOffered[k] = o.msg.ID
 }
