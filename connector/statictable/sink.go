@@ -117,6 +117,10 @@ type Sink struct {
 	base       frontier
 	recordedID msgid.ID
 	lastID     msgid.ID
+	// arrival is the clock read once per epoch for the rows Distribute adds
+	// to the open table (zero until the epoch's first; Sync resets it): a
+	// table's last arrival needs no per-row precision.
+	arrival time.Time
 
 	registered []*pending
 	open       *openSlot
@@ -335,7 +339,10 @@ func (s *Sink) Distribute(m *weir.Message, done func(error)) {
 		// one of the epoch with it: publishing may take committed rows only,
 		// and the spool above the frontier always holds the open table's
 		// rows alone (Init rebuilds the open table from it).
-		s.appendOpen(p, s.now())
+		if s.arrival.IsZero() {
+			s.arrival = s.now()
+		}
+		s.appendOpen(p, s.arrival)
 		done(nil)
 		p.done = acknowledged
 		return
@@ -353,6 +360,7 @@ func acknowledged(error) {}
 // that stopped publishing, if any: the epoch fails and the job restarts
 // from the committed state.
 func (s *Sink) Sync(_ context.Context, txn *store.Txn) error {
+	s.arrival = time.Time{}
 	if err := s.Failure(); err != nil {
 		return err
 	}
