@@ -22,6 +22,7 @@ import (
 	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/transport"
 	"github.com/weir-stream/weir/transport/remote"
 	"github.com/weir-stream/weir/worker"
 )
@@ -326,6 +327,7 @@ func (w *Worker) planFor(ctx context.Context, hash string) (*worker.Worker, *pla
 		return nil, nil, err
 	}
 	node := w.node
+	node.SetRowLimit(transport.RowLimit(pl.MaxBatchRows()))
 	env := worker.Env{Plan: pl, Store: w.cfg.Store, Board: w.board, Hooks: w.cfg.Hooks, Logf: w.cfg.Logf,
 		Endpoint:  func(s plan.JobSpec) job.Transport { return node.Endpoint(s.Partition.ID, s.Lease) },
 		CloseWait: engine.SinkCloseWait(sp)}

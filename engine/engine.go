@@ -83,6 +83,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	d := cfg.Spec.Dynamic
 	e := &Engine{cfg: cfg, plan: pl, hub: transport.NewHub(cfg.BufferBytes), board: board.NewBoard(), started: time.Now()}
+	e.hub.SetRowLimit(transport.RowLimit(pl.MaxBatchRows()))
 	n := d.WorkerCount
 	if n <= 0 {
 		n = 1

@@ -164,16 +164,22 @@ func (j *Job) takeControl() board.Control {
 }
 
 // backpressure is step 2: a full outbox (or too many Swift outputs in
-// flight) blocks input; sinks are told.
+// flight) blocks input, and sinks are told. So does a receiving
+// partition's full buffer (Flow's "output buffer is full") that still
+// refuses outputs offered again here: what the job would read meanwhile
+// could only wait in its memory, decoded, behind the refused outputs.
+// Sinks are not told of a full buffer: nothing they hold back frees it.
+// The graph is acyclic (spec), so a full buffer always drains.
 func (j *Job) backpressure(ctl board.Control) bool {
 	n, bytes := j.box.undelivered()
 	if j.swift != nil {
 		n += j.swift.count()
 		bytes += j.swift.heldBytes()
 	}
-	blocked := n >= j.comp.OutputStoreCountLimit || bytes >= j.comp.OutputStoreBytesLimit
-	j.tellSinks(ctl, blocked)
-	return blocked
+	full := n >= j.comp.OutputStoreCountLimit || bytes >= j.comp.OutputStoreBytesLimit
+	j.tellSinks(ctl, full)
+	j.retryOffers()
+	return full || len(j.offers.blocked) > 0
 }
 
 // fetch is step 3: a source batch (into d), buffered inputs and due timers,

@@ -147,6 +147,17 @@ type BatchPlan struct {
 	EmptyBackoff time.Duration
 }
 
+// MaxBatchRows is the largest max_rows_per_batch of the pipeline's
+// computations (0 without any): the transport bounds each partition's
+// buffer by it (transport.RowLimit).
+func (p *Plan) MaxBatchRows() int {
+	n := 0
+	for _, c := range p.Computations {
+		n = max(n, c.Batch.MaxRows)
+	}
+	return n
+}
+
 // Swift reports whether the computation is a SwiftMap (or SwiftOrderedSource).
 func (c *CompPlan) Swift() bool { return c.Code.Kind == weir.KindSwiftMap }
 

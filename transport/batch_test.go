@@ -135,3 +135,45 @@ func TestOfferBatchFenced(t *testing.T) {
 		t.Fatalf("a fenced sender's batch was delivered: %d messages", len(ds))
 	}
 }
+
+// TestRowLimit: a mailbox takes at most the row limit of unacknowledged
+// messages whatever their bytes, an empty one takes a batch's first offer
+// whatever the limit, an acknowledgement makes room and says so (Ready),
+// and a limit set later bounds the mailboxes that exist already.
+func TestRowLimit(t *testing.T) {
+	h := NewHub(1 << 20)
+	recv := h.Attach("P/0") // made before the limit
+	h.SetRowLimit(2)
+	_, offers := batchMsgs(5)
+	if n := h.OfferBatch(SenderToken{}, "P/0", offers, nil); n != 2 {
+		t.Fatalf("OfferBatch took %d of 5 ten-byte offers into a buffer of 1 MiB and 2 rows, want 2", n)
+	}
+	ds := recv.Fetch(10, 1<<20)
+	if len(ds) != 2 {
+		t.Fatalf("fetched %d, want 2", len(ds))
+	}
+	if n := h.OfferBatch(SenderToken{}, "P/0", offers[2:], nil); n != 0 {
+		t.Fatalf("a full mailbox took %d offers: fetched but unacknowledged messages count", n)
+	}
+	recv.Ack(ds[0].Msg.ID)
+	select {
+	case <-h.Ready("P/0"):
+	default:
+		t.Fatal("an acknowledgement did not signal room")
+	}
+	if n := h.OfferBatch(SenderToken{}, "P/0", offers[2:], nil); n != 1 {
+		t.Fatalf("after one acknowledgement the mailbox took %d offers, want 1", n)
+	}
+
+	h.SetRowLimit(1)
+	h.box("P/1") // a mailbox made after the limit, empty
+	if n := h.OfferBatch(SenderToken{}, "P/1", offers[:3], nil); n != 1 {
+		t.Fatalf("an empty mailbox with a row limit of 1 took %d offers, want 1", n)
+	}
+	if n := h.OfferBatch(SenderToken{}, "P/0", offers[3:], nil); n != 0 {
+		t.Fatalf("a mailbox above its lowered limit took %d offers, want 0", n)
+	}
+	if got := RowLimit(1000); got != BufferBatches*1000 {
+		t.Fatalf("RowLimit(1000) = %d, want %d", got, BufferBatches*1000)
+	}
+}

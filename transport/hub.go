@@ -11,6 +11,16 @@ import (
 // DefaultBufferBytes is the default byte bound of one partition's buffer.
 const DefaultBufferBytes = 16 << 20
 
+// BufferBatches is how many of its receiver's batches a partition's buffer
+// holds at most (Hub.SetRowLimit, RowLimit): one being processed and
+// acknowledged, the rest ready for the next epochs. More would only hold
+// decoded messages in memory while their senders wait anyway.
+const BufferBatches = 2
+
+// RowLimit is the row bound of a buffer whose receivers fetch at most
+// maxRows messages per epoch: BufferBatches batches.
+func RowLimit(maxRows int) int { return BufferBatches * maxRows }
+
 // Hub is the in-process transport: one bounded mailbox per receiving
 // partition. Mailboxes outlive the jobs that attach to them, so a message
 // buffered for a partition whose job fails is fetched again by the
@@ -18,6 +28,7 @@ const DefaultBufferBytes = 16 << 20
 // because a mailbox is memory and dies with the process.
 type Hub struct {
 	bufferBytes int
+	rowLimit    int // 0: no bound on a mailbox's count of messages
 
 	mu     sync.Mutex
 	boxes  map[PartitionID]*mailbox
@@ -44,6 +55,7 @@ func (h *Hub) box(p PartitionID) *mailbox {
 			partition: p,
 			faults:    h.faults,
 			limit:     h.bufferBytes,
+			rowLimit:  h.rowLimit,
 			byID:      make(map[msgid.ID]*entry),
 			notify:    make(chan struct{}, 1),
 			room:      make(chan struct{}, 1),
@@ -117,6 +129,22 @@ func (t SenderToken) release() {
 	}
 }
 
+// SetRowLimit bounds every mailbox of h to rows unacknowledged messages as
+// well as to its bytes (0: no row bound, the default). Small rows make a
+// byte bound loose: 16 MiB of 100-byte events is 100,000 decoded messages
+// in memory. Like the byte bound, it never refuses a message to an empty
+// mailbox. A mailbox above a lowered bound takes nothing until it is below.
+func (h *Hub) SetRowLimit(rows int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rowLimit = max(rows, 0)
+	for _, b := range h.boxes {
+		b.mu.Lock()
+		b.rowLimit = h.rowLimit
+		b.mu.Unlock()
+	}
+}
+
 // Ready implements Sender.
 func (h *Hub) Ready(p PartitionID) <-chan struct{} { return h.box(p).room }
 
@@ -179,6 +207,7 @@ type mailbox struct {
 	faults     Faults // nil: no fault injection
 	mu         sync.Mutex
 	limit      int
+	rowLimit   int // 0: none
 	bytes      int
 	entries    []*entry
 	cursor     int // entries before cursor are fetched or acked
@@ -241,7 +270,7 @@ func (b *mailbox) add(o Offer, hook *AckHook, from PartitionID, ordered bool, bl
 		e.from, e.origin, e.ordered = from, o.Origin, ordered
 		return true
 	}
-	if b.bytes > 0 && b.bytes+o.Size > b.limit {
+	if b.bytes > 0 && (b.bytes+o.Size > b.limit || b.rowLimit > 0 && len(b.byID) >= b.rowLimit) {
 		return false
 	}
 	*block = append(*block, entry{msg: o.Msg, size: o.Size, hook: hook, token: o.Token, maybeDup: o.MaybeDup, from: from, origin: o.Origin, ordered: ordered})

@@ -86,6 +86,9 @@ type Config struct {
 	// Counter group by (bucket, key): a non-canonical integer first in the
 	// key, whose routing must survive outputs re-sent from the outbox.
 	Uint32Bucket bool
+	// BufferRows bounds every transport buffer to this many messages as
+	// well as to its 64 KiB (0: bytes only; transport.Hub.SetRowLimit).
+	BufferRows int
 }
 
 // FaultSet says which fault types a seed injects.
@@ -295,6 +298,10 @@ func Draw(seed uint64, messages int) Scenario {
 	if r.IntN(3) == 0 {
 		sc.Workload.Poison = 17 + r.IntN(40)
 	}
+	// Buffers bounded by rows too: none (64 KiB alone), the engine's
+	// default of transport.RowLimit batches, or one message, so that a
+	// full buffer blocks its senders' input at every epoch.
+	sc.Config.BufferRows = []int{0, transport.RowLimit(sc.Config.BatchRows), 1}[r.IntN(3)]
 	// The first zombie freezes before its commit, so that every seed with
 	// zombies has a zombie commit for the fence to reject.
 	for i := range sc.Episodes {

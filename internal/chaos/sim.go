@@ -291,6 +291,7 @@ func (s *sim) startLife(ctx context.Context) error {
 		return err
 	}
 	l.hub = transport.NewHub(64 << 10)
+	l.hub.SetRowLimit(s.sc.BufferRows)
 	l.hub.SetFaults(hubFaults{sim: s})
 	l.board = board.NewBoard()
 	l.hooks = &hooks{sim: s}

@@ -113,6 +113,14 @@ func NewNode(cfg Config) *Node {
 	return n
 }
 
+// SetRowLimit bounds every buffer of the node, the mailboxes of its jobs
+// and its outgoing channels, to rows messages as well as to their bytes
+// (transport.Hub.SetRowLimit).
+func (n *Node) SetRowLimit(rows int) {
+	n.in.SetRowLimit(rows)
+	n.out.SetRowLimit(rows)
+}
+
 // Stats returns a copy of the node's counters.
 func (n *Node) Stats() Stats {
 	n.mu.Lock()
