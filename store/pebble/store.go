@@ -70,9 +70,9 @@ var ErrBroken = fmt.Errorf("pebble store: broken by an earlier write failure: %w
 // /work/shared/reference/performance-notes.md: larger memtables and a higher
 // L0 threshold keep short-lived rows out of compactions).
 const (
-	DefaultMemTableSize                = 64 << 20
+	DefaultMemTableSize                = 16 << 20
 	DefaultMemTableStopWritesThreshold = 4
-	DefaultCacheSize                   = 64 << 20
+	DefaultCacheSize                   = 16 << 20
 	DefaultL0CompactionThreshold       = 8
 	DefaultL0StopWritesThreshold       = 24
 	DefaultMaxConcurrentCompactions    = 2
@@ -96,15 +96,19 @@ type Options struct {
 	// MemTableSize is the size of one memtable. Writes land in the active
 	// memtable; a full one is flushed to an L0 table in the background. Bigger
 	// memtables mean fewer, larger flushes and let short-lived rows (dedup ids,
-	// delivered outbox rows) be deleted before they reach a table at all.
-	// Default 64 MiB.
+	// delivered outbox rows) be deleted before they reach a table at all;
+	// but a memtable is resident memory as it fills, and with dedup by
+	// frontiers few rows are that short-lived. Default 16 MiB: against 64 MiB
+	// it took 29–40 MiB off the counter's peak RSS for 0–6% more CPU per
+	// message (docs/performance.md, issue 24, stop 34).
 	MemTableSize uint64
 	// MemTableStopWritesThreshold is how many memtables (active plus those
 	// queued for flush) may exist before commits stall. Together with
-	// MemTableSize it bounds memtable memory: 4 × 64 MiB = 256 MiB at worst,
-	// one 64 MiB memtable in steady state. Default 4.
+	// MemTableSize it bounds memtable memory: 4 × 16 MiB = 64 MiB at worst,
+	// one 16 MiB memtable in steady state. Default 4.
 	MemTableStopWritesThreshold int
-	// CacheSize is the block cache for reading tables. Default 64 MiB.
+	// CacheSize is the block cache for reading tables. Default 16 MiB: a
+	// source reading a backlog fills any cache with blocks it reads once.
 	CacheSize int64
 	// L0CompactionThreshold is the L0 read amplification (number of
 	// overlapping L0 sublevels) at which an L0 compaction starts. A higher
