@@ -70,7 +70,7 @@ var ErrBroken = fmt.Errorf("pebble store: broken by an earlier write failure: %w
 // /work/shared/reference/performance-notes.md: larger memtables and a higher
 // L0 threshold keep short-lived rows out of compactions).
 const (
-	DefaultMemTableSize                = 16 << 20
+	DefaultMemTableSize                = 8 << 20
 	DefaultMemTableStopWritesThreshold = 4
 	DefaultCacheSize                   = 16 << 20
 	DefaultL0CompactionThreshold       = 8
@@ -98,14 +98,15 @@ type Options struct {
 	// memtables mean fewer, larger flushes and let short-lived rows (dedup ids,
 	// delivered outbox rows) be deleted before they reach a table at all;
 	// but a memtable is resident memory as it fills, and with dedup by
-	// frontiers few rows are that short-lived. Default 16 MiB: against 64 MiB
-	// it took 29–40 MiB off the counter's peak RSS for 0–6% more CPU per
-	// message (docs/performance.md, issue 24, stop 34).
+	// frontiers few rows are that short-lived. Default 8 MiB: against 64 MiB
+	// it took ~80 MiB off the counter's peak RSS at a million messages for
+	// no more CPU per message; 4 MiB saved no more (docs/performance.md,
+	// issue 24, stop 34).
 	MemTableSize uint64
 	// MemTableStopWritesThreshold is how many memtables (active plus those
 	// queued for flush) may exist before commits stall. Together with
-	// MemTableSize it bounds memtable memory: 4 × 16 MiB = 64 MiB at worst,
-	// one 16 MiB memtable in steady state. Default 4.
+	// MemTableSize it bounds memtable memory: 4 × 8 MiB = 32 MiB at worst,
+	// one or two 8 MiB memtables in steady state. Default 4.
 	MemTableStopWritesThreshold int
 	// CacheSize is the block cache for reading tables. Default 16 MiB: a
 	// source reading a backlog fills any cache with blocks it reads once.
