@@ -181,6 +181,17 @@ type Progress struct {
 	Backpressure bool
 }
 
+// InlineDelivery is implemented by sinks that accept every message they are
+// given and call its done(nil) before Distribute returns: their write joins
+// the epoch transaction (SyncSink), so the output is delivered exactly when
+// the epoch commits. The engine keeps no outbox entry for an output whose
+// only destinations are such sinks. A type that embeds SyncSink and changes
+// Distribute must say false; a sink that says true and does not call done
+// within Distribute fails its epoch with an error naming it.
+type InlineDelivery interface {
+	DeliversInline() bool
+}
+
 // ProgressObserver is implemented by sinks that act on their computation's
 // progress: closing a time slot once the watermark passed it, flushing on
 // a drain. The job calls Progress on its goroutine before each epoch's

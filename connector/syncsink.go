@@ -66,6 +66,10 @@ func (s *SyncSink) Distribute(m *weir.Message, done func(error)) {
 	done(nil)
 }
 
+// DeliversInline implements InlineDelivery: Distribute acknowledges every
+// message before it returns.
+func (s *SyncSink) DeliversInline() bool { return true }
+
 // Sync writes the queued messages and the new maximum into txn.
 func (s *SyncSink) Sync(ctx context.Context, txn *store.Txn) error {
 	if len(s.queued) > 0 {

@@ -226,6 +226,49 @@ func (j *Job) outputOrigins(outs []*weir.Message, lineage [][]*weir.Message) []t
 	return o
 }
 
+// inlineStreams returns the streams that have sinks, all of which deliver
+// inline (connector.InlineDelivery).
+func inlineStreams(sinksOf map[string][]*sinkInstance) map[string]bool {
+	in := map[string]bool{}
+	for stream, sinks := range sinksOf {
+		in[stream] = len(sinks) > 0
+		for _, s := range sinks {
+			if d, ok := s.sink.(connector.InlineDelivery); !ok || !d.DeliversInline() {
+				in[stream] = false
+			}
+		}
+	}
+	return in
+}
+
+// deliverInline hands a fresh output whose only destinations are sinks
+// that deliver inline (a stream of inlineStreams read by no computation) to
+// them and reports true: it takes no outbox entry, no acknowledgement and
+// no erase, since it is delivered exactly when this epoch commits (a
+// failed commit discards the job, and the output with it). A sink that
+// does not acknowledge it within Distribute fails the epoch.
+func (j *Job) deliverInline(m *weir.Message) (bool, error) {
+	if !j.inlineStreams[m.Stream] || len(j.routes[m.Stream]) > 0 {
+		return false, nil
+	}
+	if j.inlineDone == nil {
+		j.inlineDone = func(err error) {
+			if err == nil {
+				j.inlineAcks.Add(1)
+			}
+		}
+	}
+	for _, s := range j.sinksOf[m.Stream] {
+		before := j.inlineAcks.Load()
+		s.sink.Distribute(m, j.inlineDone)
+		if j.inlineAcks.Load() != before+1 {
+			return false, fmt.Errorf("job %s: sink %s delivers inline (connector.InlineDelivery) but did not acknowledge output %s once within Distribute",
+				j.cfg.Partition.ID, s.plan.ID, m.ID)
+		}
+	}
+	return true, nil
+}
+
 // register gives an outbox output its destinations: every sink consuming
 // its stream and every downstream partition. Sinks get it now (a sync sink
 // writes it inside this epoch's transaction); downstream partitions only

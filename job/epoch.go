@@ -273,6 +273,11 @@ func (j *Job) record(d *Decision, txn *store.Txn, emits []emitted) error {
 		}
 	} else {
 		for i, m := range outs {
+			if inline, err := j.deliverInline(m); err != nil {
+				return err
+			} else if inline {
+				continue // no token: it has no receiving partition
+			}
 			d.tokens[i] = j.register(m, false)
 		}
 	}
