@@ -36,10 +36,20 @@ func openStore(dir string) (store.Store, error) {
 	return openStoreMode(dir, false)
 }
 
+// openStoreWith opens DIR's store, creating it if missing, with the
+// embedded store's options o (ReadOnly ignored).
+func openStoreWith(dir string, o pstore.Options) (store.Store, error) {
+	return openStoreOpts(dir, false, o)
+}
+
 // openStoreMode opens DIR's store; readOnly opens an existing one without
 // writing anything to it, for commands that only read: a mistyped --data
 // creates nothing.
 func openStoreMode(dir string, readOnly bool) (store.Store, error) {
+	return openStoreOpts(dir, readOnly, pstore.Options{})
+}
+
+func openStoreOpts(dir string, readOnly bool, o pstore.Options) (store.Store, error) {
 	if err := checkDataDir(dir); err != nil {
 		return nil, err
 	}
@@ -52,7 +62,8 @@ func openStoreMode(dir string, readOnly bool) (store.Store, error) {
 	} else if err := os.MkdirAll(filepath.Join(dir, storeSubdir), 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
-	st, err := pstore.Open(filepath.Join(dir, storeSubdir), pstore.Options{ReadOnly: readOnly})
+	o.ReadOnly = readOnly
+	st, err := pstore.Open(filepath.Join(dir, storeSubdir), o)
 	if err != nil {
 		if errors.Is(err, store.ErrCorrupt) {
 			return nil, explainDamage(dir, err)

@@ -56,12 +56,16 @@ func runRun(o *Options, args []string) error {
 	admin := fs.String("admin", "127.0.0.1:0", "admin API listen address (loopback)")
 	progress := fs.Duration("progress", 2*time.Second, "progress line period on stderr (0: off)")
 	verbose := fs.Bool("v", false, "log job restarts and controller events")
+	memtable := fs.Int("memtable-mib", int(pstore.DefaultMemTableSize>>20), "the embedded store's memtable size in MiB (1 to 1024): resident memory as it fills; larger ones cost less CPU when many rows live briefly (an AsyncQueueSink's outbox) — docs/operations.md")
 	drainTimeout := fs.Duration("drain-timeout", defaultDrainTimeout, "on SIGTERM/SIGINT, how long to drain before stopping hard (exit code 3; 0: no limit)")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if (*dir == "" && *storeAddr == "") || *specPath == "" {
 		return usageErr(fs, "need --data DIR (or --store URL) and --spec FILE")
+	}
+	if *memtable < 1 || *memtable > 1024 {
+		return usageErr(fs, "--memtable-mib %d: want 1 to 1024 (MiB)", *memtable)
 	}
 	if *progress < 0 || *drainTimeout < 0 {
 		return usageErr(fs, "--progress %s, --drain-timeout %s: durations must not be negative (0: off / no limit)", *progress, *drainTimeout)
@@ -107,7 +111,7 @@ func runRun(o *Options, args []string) error {
 		if *storeAddr != "" {
 			st, err = open.Store(context.Background(), *storeAddr, open.Options{})
 		} else {
-			st, err = openStore(*dir)
+			st, err = openStoreWith(*dir, pstore.Options{MemTableSize: uint64(*memtable) << 20})
 		}
 		if err == nil {
 			if paused != nil {

@@ -195,6 +195,8 @@ func TestValuesRefused(t *testing.T) {
 		says string
 	}{
 		{[]string{"run", "--data", dir, "--spec", spec, "--drain-timeout", "-5s"}, "durations must not be negative"},
+		{[]string{"run", "--data", dir, "--spec", spec, "--memtable-mib", "0"}, "--memtable-mib 0: want 1 to 1024"},
+		{[]string{"run", "--data", dir, "--spec", spec, "--memtable-mib", "4096"}, "--memtable-mib 4096: want 1 to 1024"},
 		{[]string{"run", "--data", dir, "--spec", spec, "--progress", "-1s"}, "durations must not be negative"},
 		{[]string{"run", "--data", dir, "--spec", spec, "extra"}, `unexpected argument "extra"`},
 		{[]string{"pipeline", "status", "--data", dir, "extra"}, `unexpected argument "extra"`},

@@ -440,3 +440,23 @@ func TestStaticSpecChangeNeedsStop(t *testing.T) {
 	weir(t, "", "run", "--data", dir, "--spec", newSpec, "--progress", "0")
 	checkExact(t, readCounts(t, dir), want)
 }
+
+// TestMemtableFlag: --memtable-mib sizes the embedded store's memtables
+// (Pebble records it in the store's OPTIONS file), and the run with small
+// ones — flushes during the run — counts exactly once.
+func TestMemtableFlag(t *testing.T) {
+	dir, want := setup(t, 5000, 50, 3)
+	weir(t, "", "run", "--data", dir, "--spec", exampleSpec("counter"), "--progress", "0", "--memtable-mib", "1")
+	checkExact(t, readCounts(t, dir), want)
+	opts, err := filepath.Glob(filepath.Join(dir, "store", "OPTIONS-*"))
+	if err != nil || len(opts) == 0 {
+		t.Fatalf("no OPTIONS file in the store: %v", err)
+	}
+	b, err := os.ReadFile(opts[len(opts)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "mem_table_size=1048576") {
+		t.Fatalf("%s does not record a 1 MiB memtable", opts[len(opts)-1])
+	}
+}
