@@ -291,6 +291,9 @@ func (s *Store) applyThen(b *pebbledb.Batch, visible func()) (err error) {
 	if s.readOnly {
 		return fmt.Errorf("pebble store: %s is open read-only", s.dir)
 	}
+	if err := s.roomForBatch(uint64(b.Len())); err != nil {
+		return fmt.Errorf("pebble store: commit: %w", err)
+	}
 	n, err := s.marks.stamp(b)
 	if err != nil {
 		return fmt.Errorf("pebble store: commit mark: %w", err)

@@ -130,6 +130,26 @@ func checkSpace(fs vfs.FS, dir string) error {
 	return &NoSpaceError{Dir: dir, Free: free, Need: need, Err: syscall.ENOSPC}
 }
 
+// roomForBatch refuses, with a *NoSpaceError and before Pebble sees it, a
+// large batch (Store.largeBatch) that the disk has no room for. Pebble
+// takes a batch of about half a memtable or more as a flushable of its own
+// and rotates the write-ahead log before writing it; when that rotation
+// meets a full disk, Pebble v2.1 panics ("sync: unlock of unlocked mutex",
+// a fatal error no recover catches), so the clean error of a failed log
+// write never comes. A refused batch was not written: the error is not
+// ambiguous and the Store stays usable. Smaller batches go to the log of
+// the active memtable, whose failures Pebble reports (package comment).
+func (s *Store) roomForBatch(size uint64) error {
+	if size < s.largeBatch {
+		return nil
+	}
+	free, need, err := space(s.fs, s.dir)
+	if err != nil || free >= size+need {
+		return nil // no figures: Pebble finds out
+	}
+	return &NoSpaceError{Dir: s.dir, Free: free, Need: size + need, Err: fmt.Errorf("a commit of %s: %w", ByteSize(size), syscall.ENOSPC)}
+}
+
 // exitProcess ends the process; tests replace it.
 var exitProcess = os.Exit
 

@@ -186,3 +186,57 @@ func TestCommitFatalIsPebbles(t *testing.T) {
 		t.Fatalf("Pebble's db.go has no %s: its commit Fatalf changed; update commitFatal", want)
 	}
 }
+
+// smallDisk reports avail bytes free, whatever the filesystem holds.
+type smallDisk struct {
+	vfs.FS
+	avail *atomic.Uint64
+}
+
+func (d smallDisk) GetDiskUsage(string) (vfs.DiskUsage, error) {
+	a := d.avail.Load()
+	return vfs.DiskUsage{AvailBytes: a, TotalBytes: 1 << 40, UsedBytes: 1<<40 - a}, nil
+}
+
+// TestLargeCommitRefusedWithoutRoom: a commit large enough for Pebble's
+// large-batch path (which rotates the log first, and panics when that
+// meets a full disk) is refused before Pebble sees it when the disk has
+// no room for it: a *NoSpaceError, not ambiguous, nothing written, the
+// Store still usable; with room it commits.
+func TestLargeCommitRefusedWithoutRoom(t *testing.T) {
+	ctx := context.Background()
+	var avail atomic.Uint64
+	avail.Store(600 << 10)
+	s, err := Open("db", Options{FS: smallDisk{FS: vfs.NewMem(), avail: &avail}, MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	big := func() *store.Txn {
+		txn := store.NewTxn()
+		for i := range 400 {
+			txn.Put(store.FlowState, fmt.Appendf(nil, "big-%04d", i), make([]byte, 1024))
+		}
+		return txn
+	}
+	err = s.Commit(ctx, big())
+	var ns *NoSpaceError
+	if !errors.As(err, &ns) || errors.Is(err, store.ErrAmbiguous) {
+		t.Fatalf("a 400 KiB commit with 600 KiB free: %v, want a *NoSpaceError that is not ambiguous", err)
+	}
+	if ns.Need <= 400<<10 || !strings.Contains(err.Error(), "a commit of") {
+		t.Fatalf("the error does not say what the commit needs: %v", err)
+	}
+	small := store.NewTxn()
+	small.Put(store.FlowState, []byte("k"), []byte("v"))
+	if err := s.Commit(ctx, small); err != nil {
+		t.Fatalf("a small commit after the refusal: %v", err)
+	}
+	if _, ok, err := s.Get(ctx, store.FlowState, []byte("big-0000")); err != nil || ok {
+		t.Fatalf("the refused commit's row: present %v, err %v", ok, err)
+	}
+	avail.Store(1 << 30)
+	if err := s.Commit(ctx, big()); err != nil {
+		t.Fatalf("the large commit with room: %v", err)
+	}
+}

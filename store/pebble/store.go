@@ -188,6 +188,9 @@ type Store struct {
 	log      *slog.Logger
 	clock    clock.Clock
 	readOnly bool
+	// largeBatch: a batch at least this long takes Pebble's path for large
+	// batches, which rotates the write-ahead log first (roomForBatch).
+	largeBatch uint64
 
 	// marks numbers the batches for the lost-log check (damage.go);
 	// stopMarks ends the goroutine that writes COMMIT-MARK.
@@ -235,6 +238,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	s := &Store{dir: dir, fs: noPreallocFS{opts.FS}, log: opts.Logger, clock: opts.Clock, readOnly: opts.ReadOnly, brokenCh: make(chan struct{})}
 	s.ts.reserve = opts.TimestampReserve
+	s.largeBatch = opts.MemTableSize / 4 // Pebble's threshold is about half a memtable: a margin below it
 
 	logger := &pebbleLogger{log: opts.Logger, onFatal: s.markBroken, onCorrupt: s.markCorrupt, onNoSpace: s.markBroken, exitNoSpace: s.exitNoSpace}
 	po := &pebbledb.Options{
