@@ -99,8 +99,13 @@ const step = (s) => console.log("step: " + s);
     for (const c of Object.keys(st0.computations)) {
       if (!(await page.$(`[data-node="${c}"][data-kind="computation"]`))) fail(`graph lacks computation ${c} of /status`);
     }
-    const fontPx = await page.$eval('[data-kind="computation"] .name', (t) => t.getBoundingClientRect().height);
-    if (fontPx < 12) fail(`graph text is ${fontPx}px high: unreadable`);
+    // Measured once laid out: under load the first status refresh can
+    // redraw the graph between the checks above and this one (a flake of
+    // the fresh-clone CI run, stop 34). A graph whose text stays under
+    // 12px fails here, naming its height.
+    await waitFor("graph text readable (at least 12px high)", async () =>
+      (await page.$eval('[data-kind="computation"] .name', (t) => t.getBoundingClientRect().height)) >= 12 ||
+      `${await page.$eval('[data-kind="computation"] .name', (t) => t.getBoundingClientRect().height)}px`);
     const clash = await page.evaluate(() => {
       const rects = [...document.querySelectorAll('[data-test="graph"] [data-node] rect')].map((r) => [r.closest("[data-node]").dataset.node, r.getBoundingClientRect()]);
       for (const t of document.querySelectorAll('[data-test="graph"] .edge text')) {
