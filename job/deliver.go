@@ -9,6 +9,7 @@ package job
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -226,37 +227,28 @@ func (j *Job) outputOrigins(outs []*weir.Message, lineage [][]*weir.Message) []t
 	return o
 }
 
-// inlineStreams returns the streams that have sinks, all of which deliver
-// inline (connector.InlineDelivery).
-func inlineStreams(sinksOf map[string][]*sinkInstance) map[string]bool {
+// inlineStreams returns the output streams that no computation reads and
+// whose sinks all deliver inline (connector.InlineDelivery): their
+// outputs take no outbox entry (deliverInline). Derived once, at Init.
+func (j *Job) inlineStreams() map[string]bool {
 	in := map[string]bool{}
-	for stream, sinks := range sinksOf {
-		in[stream] = len(sinks) > 0
-		for _, s := range sinks {
-			if d, ok := s.sink.(connector.InlineDelivery); !ok || !d.DeliversInline() {
-				in[stream] = false
-			}
-		}
+	for stream, sinks := range j.sinksOf {
+		in[stream] = len(j.routes[stream]) == 0 && !slices.ContainsFunc(sinks, func(s *sinkInstance) bool {
+			d, ok := s.sink.(connector.InlineDelivery)
+			return !ok || !d.DeliversInline()
+		})
 	}
 	return in
 }
 
-// deliverInline hands a fresh output whose only destinations are sinks
-// that deliver inline (a stream of inlineStreams read by no computation) to
-// them and reports true: it takes no outbox entry, no acknowledgement and
-// no erase, since it is delivered exactly when this epoch commits (a
+// deliverInline hands a fresh output of an inline stream (inlineStreams) to
+// its sinks and reports true: it takes no outbox entry, no acknowledgement
+// and no erase, since it is delivered exactly when this epoch commits (a
 // failed commit discards the job, and the output with it). A sink that
 // does not acknowledge it within Distribute fails the epoch.
 func (j *Job) deliverInline(m *weir.Message) (bool, error) {
-	if !j.inlineStreams[m.Stream] || len(j.routes[m.Stream]) > 0 {
+	if !j.inline[m.Stream] {
 		return false, nil
-	}
-	if j.inlineDone == nil {
-		j.inlineDone = func(err error) {
-			if err == nil {
-				j.inlineAcks.Add(1)
-			}
-		}
 	}
 	for _, s := range j.sinksOf[m.Stream] {
 		before := j.inlineAcks.Load()

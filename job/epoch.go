@@ -312,7 +312,8 @@ func (j *Job) prepare(ctx context.Context, txn *store.Txn) error {
 // Apply carries out a Decision in Flow's order, stopping at the first
 // failure (the job is then discarded) or crash point:
 //
-//	retry offers refused earlier; acknowledge duplicates upstream
+//	acknowledge duplicates upstream (offers refused earlier were retried
+//	by Decide's backpressure step)
 //	· before-commit ·
 //	commit (lease-fenced, guarded by partition_transactions)
 //	· after-commit-before-ack ·
@@ -323,7 +324,6 @@ func (j *Job) prepare(ctx context.Context, txn *store.Txn) error {
 //	report status
 func (j *Job) Apply(ctx context.Context, d *Decision) (EpochResult, error) {
 	res := d.result
-	j.retryOffers()
 	if d.Idle {
 		if d.Probe {
 			if err := j.tx.commit(ctx, d.Txn, d.TS); err != nil {

@@ -99,12 +99,12 @@ type Job struct {
 	partitionIDs map[string][]transport.PartitionID
 	// sinksOf lists the sinks reading each output stream.
 	sinksOf map[string][]*sinkInstance
-	// inlineStreams are the output streams all of whose sinks deliver
-	// inline (connector.InlineDelivery); inlineAcks counts the calls of
-	// inlineDone, their done (deliverInline).
-	inlineStreams map[string]bool
-	inlineAcks    atomic.Int64
-	inlineDone    func(error)
+	// inline are the output streams whose outputs only inline sinks take
+	// (inlineStreams); inlineAcks counts the calls of inlineDone, their
+	// done (deliverInline).
+	inline     map[string]bool
+	inlineAcks atomic.Int64
+	inlineDone func(error)
 	// ackHooks are the acknowledgement hooks of offers, by route index
 	// (ackHook).
 	ackHooks []*transport.AckHook
@@ -289,7 +289,12 @@ func (j *Job) Init(ctx context.Context) error {
 		}
 		j.sinksOf[sp.InputStream] = append(j.sinksOf[sp.InputStream], si)
 	}
-	j.inlineStreams = inlineStreams(j.sinksOf)
+	j.inline = j.inlineStreams()
+	j.inlineDone = func(err error) {
+		if err == nil {
+			j.inlineAcks.Add(1)
+		}
+	}
 	if !j.comp.Swift() {
 		msgs, err := j.box.load(ctx)
 		if err != nil {
