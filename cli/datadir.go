@@ -36,12 +36,6 @@ func openStore(dir string) (store.Store, error) {
 	return openStoreMode(dir, false)
 }
 
-// openStoreWith opens DIR's store, creating it if missing, with the
-// embedded store's options o (ReadOnly ignored).
-func openStoreWith(dir string, o pstore.Options) (store.Store, error) {
-	return openStoreOpts(dir, false, o)
-}
-
 // openStoreMode opens DIR's store; readOnly opens an existing one without
 // writing anything to it, for commands that only read: a mistyped --data
 // creates nothing.
@@ -49,6 +43,8 @@ func openStoreMode(dir string, readOnly bool) (store.Store, error) {
 	return openStoreOpts(dir, readOnly, pstore.Options{})
 }
 
+// openStoreOpts is openStoreMode with the embedded store's options o
+// (their ReadOnly is readOnly's).
 func openStoreOpts(dir string, readOnly bool, o pstore.Options) (store.Store, error) {
 	if err := checkDataDir(dir); err != nil {
 		return nil, err

@@ -111,7 +111,7 @@ func runRun(o *Options, args []string) error {
 		if *storeAddr != "" {
 			st, err = open.Store(context.Background(), *storeAddr, open.Options{})
 		} else {
-			st, err = openStoreWith(*dir, pstore.Options{MemTableSize: uint64(*memtable) << 20})
+			st, err = openStoreOpts(*dir, false, pstore.Options{MemTableSize: uint64(*memtable) << 20})
 		}
 		if err == nil {
 			if paused != nil {

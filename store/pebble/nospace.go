@@ -123,11 +123,18 @@ func noSpaceError(fs vfs.FS, dir string, cause error) *NoSpaceError {
 // less free space than it needs to open: Pebble's Open would wait forever
 // for the flush of the recovered log.
 func checkSpace(fs vfs.FS, dir string) error {
+	return lacksRoom(fs, dir, 0, syscall.ENOSPC) // a new directory, or no figures: Open finds out
+}
+
+// lacksRoom returns a *NoSpaceError with cause when dir has less free
+// space than its margin (space) plus extra bytes, and nil when it has
+// enough or the figures cannot be read.
+func lacksRoom(fs vfs.FS, dir string, extra uint64, cause error) error {
 	free, need, err := space(fs, dir)
-	if err != nil || free >= need {
-		return nil // a new directory, or no figures: Open finds out
+	if err != nil || free >= need+extra {
+		return nil
 	}
-	return &NoSpaceError{Dir: dir, Free: free, Need: need, Err: syscall.ENOSPC}
+	return &NoSpaceError{Dir: dir, Free: free, Need: need + extra, Err: cause}
 }
 
 // roomForBatch refuses, with a *NoSpaceError and before Pebble sees it, a
@@ -143,11 +150,7 @@ func (s *Store) roomForBatch(size uint64) error {
 	if size < s.largeBatch {
 		return nil
 	}
-	free, need, err := space(s.fs, s.dir)
-	if err != nil || free >= size+need {
-		return nil // no figures: Pebble finds out
-	}
-	return &NoSpaceError{Dir: s.dir, Free: free, Need: size + need, Err: fmt.Errorf("a commit of %s: %w", ByteSize(size), syscall.ENOSPC)}
+	return lacksRoom(s.fs, s.dir, size, fmt.Errorf("a commit of %s: %w", ByteSize(size), syscall.ENOSPC))
 }
 
 // exitProcess ends the process; tests replace it.
