@@ -8,7 +8,9 @@
 // An epoch is decided, then applied (epoch.go). Decide reads — the
 // controller's control on the board, the transport's buffered inputs, due
 // timers, a source batch, dedup rows, states — and runs user code; it
-// changes the job's own memory but nothing outside it. It returns a
+// changes the job's own memory and, outside it, only offers again the
+// outputs of earlier, committed epochs that a full buffer refused (while
+// one still refuses, the job takes no input). It returns a
 // Decision: the transaction, the duplicates to acknowledge at once, the
 // inputs processed, the outputs and their receiving partitions. Apply then
 // carries it out in a fixed order: acknowledge duplicates; commit (the
@@ -26,8 +28,9 @@
 //	              letters; messages skipped by the operator (tables/skip.go)
 //	usercode.go   the Context and Output user code sees; process (per key: timers,
 //	              then messages); materialize (ids and meta of outputs and timers)
-//	deliver.go    outputs to sinks and downstream partitions, acknowledgements in
-//	              both directions (by the offer's token: no lookup by id), Swift acks
+//	deliver.go    outputs to sinks and downstream partitions (an output only inline
+//	              sinks take skips the outbox), acknowledgements in both directions
+//	              (by the offer's token: no lookup by id), Swift acks
 //	offers.go     an epoch's outputs offered per destination in batches; refused
 //	              ones wait, and nothing overtakes them
 //	report.go     the status a job posts on the board (watermark bounds, drained)
