@@ -96,6 +96,31 @@ type CursorPartition interface {
 	Cursor(next Offset) ([]byte, error)
 }
 
+// TxnReporter is implemented by source partitions whose record of the
+// committed position (a queue consumer's offset, for lag tools) lives in
+// the pipeline's own store: the job adds the record's write to the epoch
+// transaction that commits the position, so the record is exact (it moves
+// with the commit, never ahead of it and never behind it) and costs no
+// commit of its own. The job then does not call ReportCommitted.
+type TxnReporter interface {
+	// ReportInTxn adds to txn the record that every offset below next is
+	// committed. It runs on the job's goroutine while the epoch is built.
+	ReportInTxn(txn *store.Txn, next Offset)
+}
+
+// ReadNotifier is implemented by source partitions that can tell when a
+// Read may find records: a job whose last read found the partition's end
+// waits on Readable instead of reading again every empty_batch_backoff, so
+// a record written to an idle source is read at once and an idle source
+// costs no reads.
+type ReadNotifier interface {
+	// Readable returns a channel closed once a Read from offset from may
+	// return a record (already closed if it may now), or nil if the
+	// partition cannot tell; the job then polls. Readable must not block.
+	// A close that finds nothing is harmless: the job reads and waits again.
+	Readable(from Offset) <-chan struct{}
+}
+
 // TransformOnly is implemented by sources that only a Transform
 // computation may read; the reason says why (a plan with a Swift reader is
 // refused with it).

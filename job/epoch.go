@@ -187,6 +187,9 @@ func (j *Job) backpressure(ctl board.Control) bool {
 func (j *Job) fetch(ctx context.Context, d *Decision, ctl board.Control, blocked bool) (msgs []*weir.Message, fired []*timerEntry, err error) {
 	clear(j.suspect)
 	j.origins = j.origins[:0]
+	if j.src != nil {
+		j.src.readToEnd = false
+	}
 	if !blocked && !ctl.Draining && j.src != nil {
 		if d.srcBatch, err = j.src.read(ctx, j.comp.Batch.MaxRows, j.comp.Batch.MaxBytes); err != nil {
 			return nil, nil, err

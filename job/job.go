@@ -336,7 +336,8 @@ func (j *Job) Close() error {
 }
 
 // Run drives epochs until ctx ends or an epoch fails. Between idle epochs it
-// waits for new input, room in a downstream buffer, or the empty-batch
+// waits for new input (internal, or a source that can say it grew:
+// connector.ReadNotifier), room in a downstream buffer, or the empty-batch
 // backoff.
 func (j *Job) Run(ctx context.Context) error {
 	defer j.Close()
@@ -360,15 +361,19 @@ func (j *Job) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		var notify <-chan struct{}
+		var notify, input <-chan struct{}
 		if j.recv != nil {
 			notify = j.recv.Notify()
+		}
+		if j.src != nil {
+			input = j.src.wake()
 		}
 		room := j.roomWait()
 		t := time.NewTimer(j.comp.Batch.EmptyBackoff)
 		select {
 		case <-ctx.Done():
 		case <-notify:
+		case <-input:
 		case <-room:
 		case <-j.acks.wake:
 		case <-j.cfg.Board.ControlChanged(j.comp.Name):

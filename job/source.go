@@ -59,6 +59,10 @@ type sourceReader struct {
 	// cursor commits with every change of the position.
 	cursor connector.CursorPartition
 
+	// readToEnd: this epoch read the partition and found its end (the job
+	// may then wait for the partition to grow: wake).
+	readToEnd bool
+
 	maxEvent     time.Time
 	lastRecordAt time.Time
 	// idBuf is messages' buffer for a batch's ids, reused.
@@ -139,6 +143,7 @@ func (r *sourceReader) read(ctx context.Context, maxRows, maxBytes int) (*source
 		return nil, fmt.Errorf("source %s: read at offset %d: %w", r.part.Key(), r.readNext, err)
 	}
 	r.end = b.End
+	r.readToEnd = b.End
 	if len(b.Records) == 0 {
 		// Offsets that hold no record (a run of empty tables, trailing
 		// transaction markers) are passed over: the position moves to
@@ -183,6 +188,21 @@ func (r *sourceReader) read(ctx context.Context, maxRows, maxBytes int) (*source
 	}
 	r.readNext = b.Next
 	return &sourceBatch{records: b.Records, next: b.Next, end: b.End}, nil
+}
+
+// wake returns a channel closed once the partition may have records past
+// what this epoch read, when the epoch read to its end and the partition
+// can tell (connector.ReadNotifier); nil otherwise (the job polls). An
+// epoch that did not read (blocked, draining) gets nil: its wait is for
+// room or control, not input.
+func (r *sourceReader) wake() <-chan struct{} {
+	if !r.readToEnd {
+		return nil
+	}
+	if n, ok := r.part.(connector.ReadNotifier); ok {
+		return n.Readable(r.readNext)
+	}
+	return nil
 }
 
 // messages turns a batch into messages of the source stream.
@@ -336,14 +356,22 @@ func (r *sourceReader) sync(txn *store.Txn) error {
 	}
 	if changed {
 		txn.Put(store.PartitionStates, r.stateKey(), r.encodeState())
+		if t, ok := r.part.(connector.TxnReporter); ok && r.persisted != r.reported {
+			t.ReportInTxn(txn, r.persisted)
+		}
 	}
 	r.memDirty = false
 	return nil
 }
 
-// committed reports the committed position to the source (advisory).
+// committed reports the committed position to the source (advisory),
+// unless sync wrote it into the epoch's transaction (connector.TxnReporter).
 func (r *sourceReader) committed(ctx context.Context) {
 	if r.persisted == r.reported {
+		return
+	}
+	if _, ok := r.part.(connector.TxnReporter); ok {
+		r.reported = r.persisted
 		return
 	}
 	if err := r.part.ReportCommitted(ctx, r.persisted); err != nil {

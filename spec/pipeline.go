@@ -272,7 +272,9 @@ type Computation struct {
 	TimerStoreByteSizeLimit int64 `yson:"timer_store_byte_size_limit,omitempty" yaml:"timer_store_byte_size_limit,omitempty"`
 	// EmptyBatchBackoff is the pause after an epoch found no input, or was
 	// blocked by backpressure, before the next fetch. Default 250ms (as in
-	// Flow); must be positive so that an idle job does not spin.
+	// Flow); must be positive so that an idle job does not spin. Input ends
+	// the pause early: a message on an internal stream, or a write to a
+	// QueueSource's queue on the embedded store (the source says it grew).
 	EmptyBatchBackoff Duration `yson:"empty_batch_backoff,omitempty" yaml:"empty_batch_backoff,omitempty"`
 
 	// ExternalStateManagers lists the external state tables (names in

@@ -88,6 +88,10 @@ type sourcePartition struct {
 	s   *Source
 	p   int
 	key string
+	// seen is the partition's end known before the last Read that found
+	// its end (0: none): Readable wakes the job once the end passes it, not
+	// for rows below it that the Read did not find (deleted ones).
+	seen uint64
 }
 
 func (sp *sourcePartition) Key() string  { return sp.key }
@@ -95,9 +99,13 @@ func (sp *sourcePartition) Finite() bool { return sp.s.params.Finite }
 func (sp *sourcePartition) Close() error { return nil }
 
 func (sp *sourcePartition) Read(ctx context.Context, from connector.Offset, maxRows, maxBytes int) (connector.Batch, error) {
+	end, _, known := sp.s.q.tail(sp.p)
 	rows, err := sp.s.q.Read(ctx, sp.p, uint64(from), maxRows)
 	if err != nil {
 		return connector.Batch{}, err
+	}
+	if known && len(rows) < maxRows {
+		sp.seen = end
 	}
 	b := connector.Batch{Next: from, Records: make([]connector.Record, 0, len(rows))}
 	bytes := 0
@@ -120,6 +128,32 @@ func (sp *sourcePartition) Read(ctx context.Context, from connector.Offset, maxR
 	}
 	b.End = len(rows) < maxRows
 	return b, nil
+}
+
+// closed is a channel that is always closed.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Readable implements connector.ReadNotifier on a store that knows its
+// sequences' ends (store.SequenceTails: the embedded store, through which
+// every write of the queue passes).
+func (sp *sourcePartition) Readable(from connector.Offset) <-chan struct{} {
+	end, grew, ok := sp.s.q.tail(sp.p)
+	switch {
+	case !ok:
+		return nil
+	case end > max(uint64(from), sp.seen):
+		return closed
+	default:
+		return grew
+	}
+}
+
+// ReportInTxn implements connector.TxnReporter: the consumer's offset
+// commits with the pipeline's position, in the same store (a source's
+// store is the pipeline's), instead of in a checked commit of its own after
+// every epoch.
+func (sp *sourcePartition) ReportInTxn(txn *store.Txn, next connector.Offset) {
+	txn.Put(store.Consumers, sp.s.q.consumerKey(sp.s.params.ConsumerPath, sp.p), binary.BigEndian.AppendUint64(nil, uint64(next)))
 }
 
 func (sp *sourcePartition) ReportCommitted(ctx context.Context, next connector.Offset) error {

@@ -409,6 +409,11 @@ func (q *Queue) Read(ctx context.Context, p int, from uint64, limit int) ([]Row,
 	if err := q.checkPartition(p); err != nil {
 		return nil, err
 	}
+	// A poll of a partition with nothing new costs no store read (a
+	// Pebble iterator's seek through every level).
+	if end, _, ok := q.tail(p); ok && end <= from {
+		return nil, nil
+	}
 	prefix := q.rowPrefix(p)
 	lo := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), from)
 	hi := append(append([]byte(nil), prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
@@ -430,6 +435,17 @@ func (q *Queue) Read(ctx context.Context, p int, from uint64, limit int) ([]Row,
 		err = derr
 	}
 	return out, err
+}
+
+// tail is partition p's end (one past its last row index) and a channel
+// closed when it grows, from a store that knows its sequences' ends
+// (store.SequenceTails); ok false otherwise. REQUIRES: p is valid.
+func (q *Queue) tail(p int) (end uint64, grew <-chan struct{}, ok bool) {
+	t, ok := q.st.(store.SequenceTails)
+	if !ok {
+		return 0, nil, false
+	}
+	return t.SequenceEnd(store.QueueRows, q.rowPrefix(p))
 }
 
 // Len returns the number of rows of partition p (its next row index).

@@ -118,7 +118,7 @@ func (s *Store) Commit(ctx context.Context, txn *store.Txn) error {
 	// serialized every checked commit on its own fsync (one fsync per epoch
 	// of every job, instead of one shared by concurrent commits).
 	applied := false
-	visible := func() { applied = true; unlockSeqs(); unlockCheck() }
+	visible := func() { applied = true; publishTails(seqs); unlockSeqs(); unlockCheck() }
 	// Sized once from the estimate, the batch is not grown by doubling,
 	// each doubling a copy of all written so far (a 300k-message queue
 	// write grew its batch through 124 MB of copies).

@@ -32,6 +32,79 @@ type sequence struct {
 	mu     sync.Mutex
 	loaded bool
 	next   uint64
+
+	// The published end (store.SequenceTails): one past the largest index
+	// visible to reads, set once a commit's rows are visible and before the
+	// commit returns, so it is never behind what a returned commit wrote.
+	// Guarded by pmu, not mu: mu is held through a commit's write, and a
+	// reader asking for the end must not wait for that.
+	pmu   sync.Mutex
+	known bool
+	end   uint64
+	grew  chan struct{} // closed when end grows; nil until someone waits
+}
+
+// publish records that the sequence's rows below end are visible.
+func (q *sequence) publish(end uint64) {
+	q.pmu.Lock()
+	defer q.pmu.Unlock()
+	if q.known && end <= q.end {
+		return
+	}
+	q.known, q.end = true, end
+	if q.grew != nil {
+		close(q.grew)
+		q.grew = nil
+	}
+}
+
+// SequenceEnd implements store.SequenceTails. Every append passes through
+// this Store (Pebble allows one process per directory), so the cached tail
+// is exact. A sequence not yet used by this handle has its tail read from
+// the store once, unless a commit appending to it holds it at that moment
+// (then ok is false and the caller reads).
+func (s *Store) SequenceEnd(table store.Table, prefix []byte) (end uint64, grew <-chan struct{}, ok bool) {
+	if s.enter() != nil {
+		return 0, nil, false
+	}
+	defer s.exit()
+	var kb [64]byte
+	q := s.seqs.lookup(appendRowKey(kb[:0], table, prefix))
+	q.pmu.Lock()
+	known := q.known
+	q.pmu.Unlock()
+	if !known && q.mu.TryLock() {
+		if !q.loaded {
+			if next, err := s.loadTail(appendRowKey(kb[:0], table, prefix)); err == nil {
+				q.next, q.loaded = next, true
+			}
+		}
+		if q.loaded {
+			q.publish(q.next)
+		}
+		q.mu.Unlock()
+	}
+	q.pmu.Lock()
+	defer q.pmu.Unlock()
+	if !q.known {
+		return 0, nil, false
+	}
+	if q.grew == nil {
+		q.grew = make(chan struct{})
+	}
+	return q.end, q.grew, true
+}
+
+// lookup is get for a key in bytes, without allocating when the sequence
+// exists.
+func (q *sequences) lookup(key []byte) *sequence {
+	q.mu.Lock()
+	s, ok := q.seqs[string(key)]
+	q.mu.Unlock()
+	if ok {
+		return s
+	}
+	return q.get(string(key))
 }
 
 func (q *sequences) get(key string) *sequence {
@@ -87,9 +160,18 @@ func (s *Store) lockSequences(txn *store.Txn) (map[string]*sequence, func(), err
 				return nil, nil, err
 			}
 			q.next, q.loaded = next, true
+			q.publish(next)
 		}
 	}
 	return locked, unlock, nil
+}
+
+// publishTails publishes the tails of the locked sequences once the
+// commit's batch is visible. REQUIRES: the sequences are locked.
+func publishTails(locked map[string]*sequence) {
+	for _, q := range locked {
+		q.publish(q.next)
+	}
 }
 
 // loadTail finds one past the largest index under the row-key prefix p.
