@@ -70,7 +70,10 @@ type benchResult struct {
 	P99           float64   `json:"p99_ms"`
 	CPUPerMillion float64   `json:"cpu_s_per_million"`
 	PeakRSSMiB    float64   `json:"peak_rss_mib"`
-	StoreBytesMsg float64   `json:"store_bytes_per_msg"`
+	// PeakAnonMiB is the peak anonymous resident memory of the timed part
+	// (anonSampler): the engine's memory without the binary's mapped file.
+	PeakAnonMiB   float64 `json:"peak_anon_mib,omitempty"`
+	StoreBytesMsg float64 `json:"store_bytes_per_msg"`
 	// AllocBytesMsg is the Go heap allocated by the timed part per message
 	// (runtime.MemStats.TotalAlloc): the garbage collector's work, and a
 	// figure that moves little with the machine's load.
@@ -343,12 +346,13 @@ type benchClock struct {
 	alloc uint64 // runtime.MemStats.TotalAlloc at the start
 	// rss: the peak RSS was reset at the start (resetPeakRSS), so stop
 	// records the timed part's own peak.
-	rss bool
+	rss  bool
+	anon *anonSampler
 }
 
 func startBenchClock() benchClock {
 	rss := resetPeakRSS()
-	return benchClock{wall: time.Now(), cpu: selfCPU(), alloc: totalAlloc(), rss: rss}
+	return benchClock{wall: time.Now(), cpu: selfCPU(), alloc: totalAlloc(), rss: rss, anon: startAnonSampler()}
 }
 
 // stop records the rate and CPU per million messages of the timed part.
@@ -362,6 +366,7 @@ func (c benchClock) stop(res *benchResult, messages int) {
 	if c.rss {
 		res.PeakRSSMiB = peakRSSMiB()
 	}
+	res.PeakAnonMiB = c.anon.stop()
 }
 
 // selfCPU is this process's CPU time so far (user + system, all threads).
@@ -445,6 +450,7 @@ func (t *benchTable) median(bin int, name string) benchResult {
 		}
 	}
 	out.PeakRSSMiB = col(func(r benchResult) float64 { return r.PeakRSSMiB })
+	out.PeakAnonMiB = col(func(r benchResult) float64 { return r.PeakAnonMiB })
 	out.StoreBytesMsg = col(func(r benchResult) float64 { return r.StoreBytesMsg })
 	out.AllocBytesMsg = col(func(r benchResult) float64 { return r.AllocBytesMsg })
 	out.BrokerCPUPerMillion = col(func(r benchResult) float64 { return r.BrokerCPUPerMillion })
@@ -472,8 +478,8 @@ func (t *benchTable) print(w io.Writer) {
 		nw = max(nw, l)
 	}
 	fmt.Fprintf(w, "\nmedians of %d run(s) per row\n", runs)
-	fmt.Fprintf(w, "%-*s %10s %7s %7s %7s %7s %7s %7s %9s %8s %10s %11s\n",
-		nw, "case", "msg/s", "vs EO", "vs hand", "vs mem", "vs store", "p50 ms", "p99 ms", "CPU s/1M", "RSS MiB", "store B/msg", "alloc B/msg")
+	fmt.Fprintf(w, "%-*s %10s %7s %7s %7s %7s %7s %7s %9s %8s %9s %10s %11s\n",
+		nw, "case", "msg/s", "vs EO", "vs hand", "vs mem", "vs store", "p50 ms", "p99 ms", "CPU s/1M", "RSS MiB", "anon MiB", "store B/msg", "alloc B/msg")
 	ratio := func(v, ref float64) string {
 		if v <= 0 || ref <= 0 {
 			return "-"
@@ -505,7 +511,7 @@ func (t *benchTable) print(w io.Writer) {
 			if c.Kind == "recovery" {
 				// Only the latency columns mean something: the kills'
 				// recovery times (the work runs in child processes).
-				fmt.Fprintf(w, "%-*s %10s %7s %7s %7s %7s %7s %7s %9s %8s %10s %11s\n", nw, name, "-", "-", "-", "-", "-", lat(r.P50), lat(r.P99), "-", "-", "-", "-")
+				fmt.Fprintf(w, "%-*s %10s %7s %7s %7s %7s %7s %7s %9s %8s %9s %10s %11s\n", nw, name, "-", "-", "-", "-", "-", lat(r.P50), lat(r.P99), "-", "-", "-", "-", "-")
 				continue
 			}
 			hand := handRow
@@ -529,9 +535,13 @@ func (t *benchTable) print(w io.Writer) {
 			if r.AllocBytesMsg > 0 {
 				alloc = fmt.Sprintf("%.0f", r.AllocBytesMsg)
 			}
-			fmt.Fprintf(w, "%-*s %10.0f %7s %7s %7s %7s %7s %7s %9s %8.0f %10.1f %11s\n", nw, name, r.MsgsPerSec,
+			anon := "-"
+			if r.PeakAnonMiB > 0 {
+				anon = fmt.Sprintf("%.0f", r.PeakAnonMiB)
+			}
+			fmt.Fprintf(w, "%-*s %10.0f %7s %7s %7s %7s %7s %7s %9s %8.0f %9s %10.1f %11s\n", nw, name, r.MsgsPerSec,
 				ratio(r.MsgsPerSec, ref(eoRow)), ratio(r.MsgsPerSec, ref(hand)), ratio(r.MsgsPerSec, ref(memFloorRow)), ratio(r.MsgsPerSec, ref(storeRow)),
-				lat(r.P50), lat(r.P99), cpu, r.PeakRSSMiB, r.StoreBytesMsg, alloc)
+				lat(r.P50), lat(r.P99), cpu, r.PeakRSSMiB, anon, r.StoreBytesMsg, alloc)
 		}
 	}
 	if processCPU {
@@ -564,6 +574,7 @@ func benchRow(r *rand.Rand, i int) weir.Row {
 
 func runBenchCase(o *Options, c benchCase) benchResult {
 	res := benchResult{Case: c}
+	defer stopAnonSampler() // a case that failed before its clock stopped
 	dir, err := os.MkdirTemp("", "weir-bench-")
 	if err != nil {
 		res.Err = err.Error()

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"time"
 )
 
 // resetPeakRSS releases the memory the case's setup left behind (the
@@ -28,15 +29,21 @@ func peakRSSMiB() float64 {
 	if err != nil {
 		return 0
 	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
+	return statusKiB(b, "VmHWM:") / 1024
+}
+
+// statusKiB is the value in KiB of field (e.g. "VmHWM:") of a
+// /proc/PID/status text, or 0.
+func statusKiB(status []byte, field string) float64 {
+	sc := bufio.NewScanner(bytes.NewReader(status))
 	for sc.Scan() {
 		f := bytes.Fields(sc.Bytes())
-		if len(f) >= 2 && string(f[0]) == "VmHWM:" {
+		if len(f) >= 2 && string(f[0]) == field {
 			kb, err := strconv.ParseFloat(string(f[1]), 64)
 			if err != nil {
 				return 0
 			}
-			return kb / 1024
+			return kb
 		}
 	}
 	return 0
@@ -49,4 +56,66 @@ func totalAlloc() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.TotalAlloc
+}
+
+// anonSampler samples the process's anonymous resident memory (RssAnon of
+// /proc/self/status: the Go heap, stacks, Pebble's memtables and cache)
+// every 10 ms and keeps the peak. VmHWM also counts the pages of the
+// binary's file that are mapped, and those vary between two builds of one
+// commit by ~10 MiB (how the page cache holds each file), so two binaries'
+// peak RSS compare only as well as their files do; their anonymous peaks
+// compare as the engines' memory.
+type anonSampler struct {
+	stopc chan struct{}
+	done  chan float64
+}
+
+// sampling is the sampler of the case running now (cases run one at a
+// time), so that runBenchCase ends it when a case fails before its clock
+// stops.
+var sampling *anonSampler
+
+func startAnonSampler() *anonSampler {
+	stopAnonSampler()
+	s := &anonSampler{stopc: make(chan struct{}), done: make(chan float64, 1)}
+	go func() {
+		peak := rssAnonMiB()
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stopc:
+				s.done <- max(peak, rssAnonMiB())
+				return
+			case <-t.C:
+				peak = max(peak, rssAnonMiB())
+			}
+		}
+	}()
+	sampling = s
+	return s
+}
+
+// stop ends the sampling and returns the peak in MiB (0 if unreadable).
+func (s *anonSampler) stop() float64 {
+	if s == nil {
+		return 0
+	}
+	if sampling == s {
+		sampling = nil
+	}
+	close(s.stopc)
+	return <-s.done
+}
+
+// stopAnonSampler ends the running sampler, if any.
+func stopAnonSampler() { sampling.stop() }
+
+// rssAnonMiB is RssAnon of /proc/self/status in MiB, or 0.
+func rssAnonMiB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	return statusKiB(b, "RssAnon:") / 1024
 }

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"runtime"
+	"runtime/debug"
 	"testing"
+	"time"
 )
 
 // TestPeakRSSReset: after resetPeakRSS the reported peak is the process's
@@ -23,5 +25,37 @@ func TestPeakRSSReset(t *testing.T) {
 	}
 	if after := peakRSSMiB(); after > before-128 {
 		t.Fatalf("peak RSS after the reset %.0f MiB, before %.0f MiB: the 256 MiB freed before the reset still counted", after, before)
+	}
+}
+
+// TestAnonSampler: the sampler's peak covers anonymous memory touched
+// while it runs and freed before it stops, and not the binary's file; a
+// sampler left running by a failed case is stopped by the next one.
+func TestAnonSampler(t *testing.T) {
+	base := rssAnonMiB()
+	if base <= 0 {
+		t.Fatal("RssAnon not read from /proc/self/status")
+	}
+	s := startAnonSampler()
+	big := make([]byte, 128<<20)
+	for i := range big {
+		big[i] = 1
+	}
+	time.Sleep(50 * time.Millisecond) // a few samples with it resident
+	runtime.KeepAlive(big)
+	big = nil
+	debug.FreeOSMemory()
+	if peak := s.stop(); peak < base+100 {
+		t.Fatalf("peak %.0f MiB with 128 MiB touched above %.0f MiB", peak, base)
+	}
+	left := startAnonSampler()
+	next := startAnonSampler()
+	select {
+	case <-left.stopc:
+	default:
+		t.Fatal("a new sampler left the running one sampling")
+	}
+	if next.stop() <= 0 {
+		t.Fatal("the next sampler did not sample")
 	}
 }
