@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/weir-stream/weir/job"
@@ -38,7 +39,7 @@ func TestConsumerOffsetCommitsWithPosition(t *testing.T) {
 type readerCrashes struct{}
 
 func (readerCrashes) Crash(p transport.PartitionID, point job.CrashPoint) error {
-	if point == job.CrashAfterCommitBeforeAck && len(p) > 7 && p[:7] == "Reader/" {
+	if point == job.CrashAfterCommitBeforeAck && strings.HasPrefix(string(p), "Reader/") {
 		return job.ErrCrashed
 	}
 	return nil

@@ -194,6 +194,17 @@ func newFaultStore(st store.Store, s *sim, l *life) *faultStore {
 	return &faultStore{LeaseAudit: faultinject.NewLeaseAudit(st), sim: s, life: l}
 }
 
+// SequenceEnd implements store.SequenceTails when the scenario draws
+// SourceWake (Config.SourceWake); otherwise the store cannot tell, as a
+// store without it.
+func (f *faultStore) SequenceEnd(table store.Table, prefix []byte) (uint64, <-chan struct{}, bool) {
+	t, ok := f.LeaseAudit.Store.(store.SequenceTails)
+	if !ok || !f.sim.sc.Config.SourceWake {
+		return 0, nil, false
+	}
+	return t.SequenceEnd(table, prefix)
+}
+
 // errFailing is what the store answers once a WAL fault fired: the disk
 // under it is failing, and the process is about to restart.
 var errFailing = fmt.Errorf("chaos: the disk under the store failed: %w", pstore.ErrBroken)

@@ -89,6 +89,13 @@ type Config struct {
 	// BufferRows bounds every transport buffer to this many messages as
 	// well as to its 64 KiB (0: bytes only; transport.Hub.SetRowLimit).
 	BufferRows int
+	// SourceWake: the store tells where its sequences end
+	// (store.SequenceTails), so a queue source skips reads past the end and
+	// wakes its job on a write (connector.ReadNotifier), and every job idles
+	// for the default empty_batch_backoff (250 ms) instead of 2 ms: a wake
+	// the engine fails to give shows as a stall. Off: the store hides it and
+	// jobs poll every 2 ms.
+	SourceWake bool
 }
 
 // FaultSet says which fault types a seed injects.
@@ -302,6 +309,7 @@ func Draw(seed uint64, messages int) Scenario {
 	// default of transport.RowLimit batches, or one message, so that a
 	// full buffer blocks its senders' input at every epoch.
 	sc.Config.BufferRows = []int{0, transport.RowLimit(sc.Config.BatchRows), 1}[r.IntN(3)]
+	sc.Config.SourceWake = r.IntN(2) == 0
 	// The first zombie freezes before its commit, so that every seed with
 	// zombies has a zombie commit for the fence to reject.
 	for i := range sc.Episodes {

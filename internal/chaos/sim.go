@@ -25,6 +25,7 @@ import (
 	"github.com/weir-stream/weir/internal/testconn"
 	"github.com/weir-stream/weir/job"
 	"github.com/weir-stream/weir/plan"
+	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/store"
 	pstore "github.com/weir-stream/weir/store/pebble"
 	"github.com/weir-stream/weir/transport"
@@ -388,6 +389,9 @@ func (s *sim) plan(st store.Store) (*plan.Plan, error) {
 		readerKind = weir.KindSwiftMap
 	}
 	batch := plan.BatchPlan{MaxRows: c.BatchRows, EmptyBackoff: 2 * time.Millisecond}
+	if c.SourceWake {
+		batch.EmptyBackoff = time.Duration(spec.DefaultEmptyBatchBackoff)
+	}
 	params := connector.SinkParams{SinkID: "out", Path: "chaos.sinks.out", Store: st,
 		Parameters: map[string]any{"queue_path": outputQueue}}
 	newSink := queue.NewSyncSink
