@@ -44,6 +44,16 @@ import (
 // marksPersistPeriod bounds how often the published watermarks are written.
 const marksPersistPeriod = time.Second
 
+// dedupGCPeriod bounds how often dedup rows below the watermarks are
+// deleted (tables.GCDedup). Each deletion is a range tombstone, and
+// Pebble fragments all of a memtable's range tombstones again for the
+// first read after each new one: one per stream every scheduler cycle
+// (10 ms in the bench) filled a memtable that lives for minutes at a low
+// rate with thousands of them, and every source read paid for them (16%
+// of the CPU at 1,000 msg/s; docs/performance.md, issue 24, stop 35).
+// Deleting later only keeps redundant rows a little longer.
+const dedupGCPeriod = time.Second
+
 var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 const marksKey = "published_watermarks"
@@ -54,6 +64,8 @@ type marks struct {
 	event  map[string]time.Time       // stream → highest published event watermark (completion excluded)
 	done   map[string]store.Timestamp // stream → SystemWatermark of its completed writer
 	gc     map[string]store.Timestamp // computation\x00stream → dedup floor
+	// gcAt is when dedup GC was last decided (dedupGCPeriod).
+	gcAt time.Time
 	// saved is the encoding last persisted, savedAt when.
 	saved   []byte
 	savedAt time.Time
@@ -334,6 +346,9 @@ func (c *Controller) publishControls(eff *effects, now time.Time) {
 			ctl.EventWM = farFuture
 		}
 		c.cfg.Board.SetControl(name, ctl)
+		if now.Sub(c.marks.gcAt) < dedupGCPeriod {
+			continue
+		}
 		for _, s := range comp.Inputs {
 			key := name + "\x00" + s
 			wm := c.appliedWatermark(comp, s)
@@ -341,6 +356,9 @@ func (c *Controller) publishControls(eff *effects, now time.Time) {
 				eff.gc = append(eff.gc, dedupGC{comp: name, stream: s, wm: wm})
 			}
 		}
+	}
+	if len(eff.gc) > 0 {
+		c.marks.gcAt = now
 	}
 	eff.marks = c.marks.due(now, false)
 }

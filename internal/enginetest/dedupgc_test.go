@@ -2,6 +2,7 @@ package enginetest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,5 +59,69 @@ func TestSwiftSourceIdlePartitionDoesNotPinDedupGC(t *testing.T) {
 	}
 	for _, b := range bad {
 		t.Error(b)
+	}
+}
+
+// gcCommits records when (by the store's clock) each dedup GC commit —
+// one with a range deletion of a dedup table — was made.
+type gcCommits struct {
+	store.Store
+	clk   clock.Clock
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (g *gcCommits) Commit(ctx context.Context, txn *store.Txn) error {
+	for _, m := range txn.Mutations() {
+		if m.Kind == store.DeleteRange && (m.Table == store.InputMessages || m.Table == store.CompactInputMessages) {
+			g.mu.Lock()
+			g.times = append(g.times, g.clk.Now())
+			g.mu.Unlock()
+			break
+		}
+	}
+	return g.Store.Commit(ctx, txn)
+}
+
+// TestDedupGCAtMostOncePerPeriod: the controller deletes dedup rows below
+// the watermarks at most once per dedupGCPeriod (1 s), not at every cycle
+// the watermark moved: each deletion is a range tombstone, and every read
+// of the store pays for the tombstones its memtable holds. It still
+// deletes them all in the end.
+func TestDedupGCAtMostOncePerPeriod(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var gc *gcCommits
+	h := New(t, Options{Seed: 4, Messages: 600, Clock: clk, Wrap: func(st store.Store) store.Store {
+		gc = &gcCommits{Store: st, clk: clk}
+		return gc
+	}})
+	dedupRows := func() int {
+		n := 0
+		for _, tb := range []store.Table{store.InputMessages, store.CompactInputMessages} {
+			if err := h.Store.Scan(ctx, store.Range{Table: tb}, func(_, _ []byte) bool { n++; return true }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return n
+	}
+	// Cycles 10 ms of store time apart: the watermark moves at most of them.
+	step := func() { clk.Advance(10 * time.Millisecond) }
+	if err := h.RunToCompletion(ctx, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.RunUntil(ctx, 30*time.Second, func() bool { return dedupRows() == 0 }, step); err != nil {
+		t.Fatalf("dedup rows never collected (%d left): %v", dedupRows(), err)
+	}
+	h.RequireExactlyOnce(ctx)
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	if len(gc.times) == 0 {
+		t.Fatal("no dedup GC commit")
+	}
+	for i := 1; i < len(gc.times); i++ {
+		if d := gc.times[i].Sub(gc.times[i-1]); d < time.Second {
+			t.Fatalf("dedup GC commits %d and %d were %v apart by the store's clock, want at least 1s (all: %v)", i-1, i, d, gc.times)
+		}
 	}
 }
