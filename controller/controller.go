@@ -389,14 +389,18 @@ func (c *Controller) Stats() Stats {
 	return s
 }
 
+// ErrCompleted is SetTarget's error for a run that has completed.
+var ErrCompleted = errors.New("controller: this run of the pipeline is completed (final); run it again ('weir run' with the same --data) to process input that arrived since")
+
 // SetTarget asks for a pipeline state: Working (start), Stopped (drain then
 // stop), Paused (stop now). A completed run cannot leave Completed (a new
-// controller loading the pipeline starts a new run: see Load).
+// controller loading the pipeline starts a new run: see Load); SetTarget
+// then fails with ErrCompleted.
 func (c *Controller) SetTarget(t State) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state == Completed {
-		return errors.New("controller: this run of the pipeline is completed (final); run it again ('weir run' with the same --data) to process input that arrived since")
+		return ErrCompleted
 	}
 	switch t {
 	case Working, Stopped, Paused:

@@ -822,6 +822,16 @@ func (s *sim) step(ctx context.Context, ep *episode) (bool, error) {
 	return false, nil
 }
 
+// completedIsDone is nil for SetTarget's refusal of a run that completed
+// after the episode looked at its state (seed 143): the pipeline finished
+// first, which ends the episode as a completed state seen by reach does.
+func completedIsDone(err error) error {
+	if errors.Is(err, controller.ErrCompleted) {
+		return nil
+	}
+	return err
+}
+
 // pauseStop drives EpPauseStop: pause (jobs stopped at once), then stop
 // (the pipeline runs again in draining mode until nothing is in flight),
 // check that "stopped" means drained — no partition's outbox holds an
@@ -848,7 +858,7 @@ func (s *sim) pauseStop(ctx context.Context, l *life, ep *episode, now time.Time
 			}
 		}
 		if err := l.ctl.SetTarget(next); err != nil {
-			return true, err
+			return true, completedIsDone(err)
 		}
 		s.logf("pause-stop: %s reached; target %s", want, next)
 		ep.phase, ep.deadline = phase, now.Add(30*time.Second)
@@ -857,7 +867,7 @@ func (s *sim) pauseStop(ctx context.Context, l *life, ep *episode, now time.Time
 	switch ep.phase {
 	case 0:
 		if err := l.ctl.SetTarget(controller.Paused); err != nil {
-			return true, err
+			return true, completedIsDone(err)
 		}
 		s.logf("pause-stop: target paused")
 		ep.phase, ep.deadline = 1, now.Add(30*time.Second)
