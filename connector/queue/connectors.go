@@ -100,7 +100,7 @@ func (sp *sourcePartition) Close() error { return nil }
 
 func (sp *sourcePartition) Read(ctx context.Context, from connector.Offset, maxRows, maxBytes int) (connector.Batch, error) {
 	end, _, known := sp.s.q.tail(sp.p)
-	rows, err := sp.s.q.Read(ctx, sp.p, uint64(from), maxRows)
+	rows, err := sp.s.q.read(ctx, sp.p, uint64(from), maxRows, end, known)
 	if err != nil {
 		return connector.Batch{}, err
 	}

@@ -409,9 +409,15 @@ func (q *Queue) Read(ctx context.Context, p int, from uint64, limit int) ([]Row,
 	if err := q.checkPartition(p); err != nil {
 		return nil, err
 	}
-	// A poll of a partition with nothing new costs no store read (a
-	// Pebble iterator's seek through every level).
-	if end, _, ok := q.tail(p); ok && end <= from {
+	end, _, known := q.tail(p)
+	return q.read(ctx, p, from, limit, end, known)
+}
+
+// read is Read of a valid partition p whose end, if known, is end: a poll
+// of a partition with nothing new costs no store read (a Pebble iterator's
+// seek through every level).
+func (q *Queue) read(ctx context.Context, p int, from uint64, limit int, end uint64, known bool) ([]Row, error) {
+	if known && end <= from {
 		return nil, nil
 	}
 	prefix := q.rowPrefix(p)
