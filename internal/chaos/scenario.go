@@ -92,9 +92,9 @@ type Config struct {
 	// SourceWake: the store tells where its sequences end
 	// (store.SequenceTails), so a queue source skips reads past the end and
 	// wakes its job on a write (connector.ReadNotifier), and every job idles
-	// for the default empty_batch_backoff (250 ms) instead of 2 ms: a wake
-	// the engine fails to give shows as a stall. Off: the store hides it and
-	// jobs poll every 2 ms.
+	// for 20 ms instead of 2 ms (sourceWakeBackoff): a wake the engine fails
+	// to give shows as a slow run. Off: the store hides it and jobs poll
+	// every 2 ms.
 	SourceWake bool
 }
 

@@ -25,7 +25,6 @@ import (
 	"github.com/weir-stream/weir/internal/testconn"
 	"github.com/weir-stream/weir/job"
 	"github.com/weir-stream/weir/plan"
-	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/store"
 	pstore "github.com/weir-stream/weir/store/pebble"
 	"github.com/weir-stream/weir/transport"
@@ -381,6 +380,15 @@ func (s *sim) restart(ctx context.Context, why string, t0 time.Time, crashed *vf
 	return s.startLife(ctx)
 }
 
+// sourceWakeBackoff is the jobs' empty_batch_backoff under SourceWake: ten
+// times the usual 2 ms, so that an engine that fails to wake a job is slow,
+// and below the shortest lost-job timeout in real time. The store's clock
+// runs up to 20 times faster than the real one (up to 20 ms a cycle of
+// about a millisecond), so a job idle for the spec's default 250 ms would
+// be declared lost (1 s of store time, at least 50 cycles) again and again
+// (seed 350).
+const sourceWakeBackoff = 20 * time.Millisecond
+
 // plan builds the pipeline of the scenario's configuration over st.
 func (s *sim) plan(st store.Store) (*plan.Plan, error) {
 	c := s.sc.Config
@@ -390,7 +398,7 @@ func (s *sim) plan(st store.Store) (*plan.Plan, error) {
 	}
 	batch := plan.BatchPlan{MaxRows: c.BatchRows, EmptyBackoff: 2 * time.Millisecond}
 	if c.SourceWake {
-		batch.EmptyBackoff = time.Duration(spec.DefaultEmptyBatchBackoff)
+		batch.EmptyBackoff = sourceWakeBackoff
 	}
 	params := connector.SinkParams{SinkID: "out", Path: "chaos.sinks.out", Store: st,
 		Parameters: map[string]any{"queue_path": outputQueue}}
