@@ -267,6 +267,19 @@ func (v *validator) computation(id, path string, c *Computation) {
 	}
 	v.positiveDuration(joinKey(path, "lease_check_period"), c.LeaseCheckPeriod)
 	v.positiveDuration(joinKey(path, "empty_batch_backoff"), c.EmptyBatchBackoff)
+	// A job posts its status once per epoch, idle ones included, and none
+	// while it waits between epochs; the controller restarts a job silent
+	// for lost_job_timeout as stuck.
+	if lost := v.p.Dynamic.LostJobTimeout; lost > 0 {
+		for _, w := range []struct {
+			key string
+			d   Duration
+		}{{"empty_batch_backoff", c.EmptyBatchBackoff}, {"batch_duration", c.BatchDuration}} {
+			if w.d >= lost {
+				v.add(joinKey(path, w.key), "must be shorter than dynamic_spec.lost_job_timeout (%s), got %s: a job waiting that long between epochs posts no status and is restarted as stuck; shorten it or lengthen lost_job_timeout", lost, w.d)
+			}
+		}
+	}
 
 	if w := c.WatermarkStrategy; w != nil {
 		wp := joinKey(path, "watermark_strategy")

@@ -157,6 +157,10 @@ func TestValidateErrors(t *testing.T) {
 		{name: "output store count limit", mutate: func(p P) { comp(p, "MyComputation").OutputStoreCountLimit = 0 }, path: "computations.MyComputation.output_store_count_limit", contains: "must be positive"},
 		{name: "output store byte size limit", mutate: func(p P) { comp(p, "MyComputation").OutputStoreByteSizeLimit = 0 }, path: "computations.MyComputation.output_store_byte_size_limit", contains: "must be positive"},
 		{name: "empty batch backoff", mutate: func(p P) { comp(p, "MyComputation").EmptyBatchBackoff = 0 }, path: "computations.MyComputation.empty_batch_backoff", contains: "must be positive"},
+		{name: "empty batch backoff past the lost-job timeout", mutate: func(p P) { comp(p, "MyComputation").EmptyBatchBackoff = p.Dynamic.LostJobTimeout },
+			path: "computations.MyComputation.empty_batch_backoff", contains: "must be shorter than dynamic_spec.lost_job_timeout (3s), got 3s"},
+		{name: "batch duration past the lost-job timeout", mutate: func(p P) { comp(p, "MyComputation").BatchDuration = Duration(time.Minute) },
+			path: "computations.MyComputation.batch_duration", contains: "is restarted as stuck"},
 		{name: "watermark strategy without a source", mutate: func(p P) {
 			comp(p, "MyComputation").WatermarkStrategy = &WatermarkStrategy{OutOfOrdernessBound: Duration(time.Second)}
 		}, path: "computations.MyComputation.watermark_strategy", contains: "only a source computation"},
