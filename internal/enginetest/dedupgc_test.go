@@ -10,6 +10,18 @@ import (
 	"github.com/weir-stream/weir/store"
 )
 
+// dedupRowCount counts the rows of both dedup tables.
+func dedupRowCount(ctx context.Context, t *testing.T, st store.Store) int {
+	t.Helper()
+	n := 0
+	for _, tb := range []store.Table{store.InputMessages, store.CompactInputMessages} {
+		if err := st.Scan(ctx, store.Range{Table: tb}, func(_, _ []byte) bool { n++; return true }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return n
+}
+
 // TestSwiftSourceIdlePartitionDoesNotPinDedupGC: a Swift source partition
 // that is empty, or that has read nothing since its job restarted, must
 // not hold the stream's SystemWatermark at zero — or the receivers' dedup
@@ -21,15 +33,7 @@ func TestSwiftSourceIdlePartitionDoesNotPinDedupGC(t *testing.T) {
 	h := New(t, Options{Seed: 3, Messages: 300, Clock: clk, SwiftReader: true})
 	h.Source.Infinite = true
 	h.Source.Append("empty") // a partition with no record at all
-	dedupRows := func() int {
-		n := 0
-		for _, tb := range []store.Table{store.InputMessages, store.CompactInputMessages} {
-			if err := h.Store.Scan(ctx, store.Range{Table: tb}, func(_, _ []byte) bool { n++; return true }); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return n
-	}
+	dedupRows := func() int { return dedupRowCount(ctx, t, h.Store) }
 	counted := func() bool {
 		c, _ := h.Counts(ctx)
 		n := 0
@@ -96,15 +100,7 @@ func TestDedupGCAtMostOncePerPeriod(t *testing.T) {
 		gc = &gcCommits{Store: st, clk: clk}
 		return gc
 	}})
-	dedupRows := func() int {
-		n := 0
-		for _, tb := range []store.Table{store.InputMessages, store.CompactInputMessages} {
-			if err := h.Store.Scan(ctx, store.Range{Table: tb}, func(_, _ []byte) bool { n++; return true }); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return n
-	}
+	dedupRows := func() int { return dedupRowCount(ctx, t, h.Store) }
 	// Cycles 10 ms of store time apart: the watermark moves at most of them.
 	step := func() { clk.Advance(10 * time.Millisecond) }
 	if err := h.RunToCompletion(ctx, 60*time.Second); err != nil {
