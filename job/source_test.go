@@ -208,3 +208,40 @@ func TestSourceWakesWhenReadable(t *testing.T) {
 		readToEnd(fmt.Sprintf("record %d appeared", n), n)
 	}
 }
+
+// TestBlockedSourceDoesNotWaitForInput: an epoch blocked by a full
+// downstream buffer reads nothing, so its job must not wait on the
+// source's Readable channel — already closed when records wait, it would
+// make the job run idle epochs in a busy loop until room appears. The
+// epoch before it read to the end; the blocked one resets that.
+func TestBlockedSourceDoesNotWaitForInput(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	src := &notifySource{grew: make(chan struct{}), read: make(chan struct{}, 1), wait: make(chan int, 1)}
+	noop := weir.Transform(func(weir.Context, *weir.Message, weir.Output) error { return nil })
+	pl := &plan.Plan{Computations: map[string]*plan.CompPlan{
+		"R": {Code: builtin.Passthrough(weir.KindTransform), Source: src, SourceStream: "s", Outputs: []string{"out"},
+			Batch: plan.BatchPlan{MaxRows: 10, EmptyBackoff: time.Hour}},
+		"B": {Code: noop, GroupBy: []string{"i"}, Partitions: 1, Inputs: []string{"out"}},
+	}}
+	hub := transport.NewHub(1 << 20)
+	hub.SetRowLimit(3)
+	j := startTestJob(t, st, hub, pl, "R", plan.PartitionSpec{ID: plan.SourcePartitionID("R", "p"), SourceKey: "p"})
+	hub.Attach(plan.KeyedPartitionID("B", 0))
+	for range 5 {
+		src.grow()
+	}
+	if res, err := j.Epoch(ctx); err != nil || res.Fetched != 5 {
+		t.Fatalf("first epoch: fetched %d, %v; want the 5 records", res.Fetched, err)
+	}
+	if j.waitingOffers() == 0 {
+		t.Fatal("no output waits for room in a buffer of 3 rows after 5 outputs")
+	}
+	src.grow() // a record waits: the partition is readable
+	if res, err := j.Epoch(ctx); err != nil || res.Fetched != 0 {
+		t.Fatalf("blocked epoch: fetched %d, %v; want nothing", res.Fetched, err)
+	}
+	if c := j.src.wake(); c != nil {
+		t.Fatal("a job whose epoch was blocked waits on its source's Readable channel (closed: a busy loop)")
+	}
+}
