@@ -99,7 +99,7 @@ func (sp *sourcePartition) Finite() bool { return sp.s.params.Finite }
 func (sp *sourcePartition) Close() error { return nil }
 
 func (sp *sourcePartition) Read(ctx context.Context, from connector.Offset, maxRows, maxBytes int) (connector.Batch, error) {
-	end, _, known := sp.s.q.tail(sp.p)
+	end, known := sp.s.q.tail(sp.p)
 	rows, err := sp.s.q.read(ctx, sp.p, uint64(from), maxRows, end, known)
 	if err != nil {
 		return connector.Batch{}, err
@@ -137,7 +137,7 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 // sequences' ends (store.SequenceTails: the embedded store, through which
 // every write of the queue passes).
 func (sp *sourcePartition) Readable(from connector.Offset) <-chan struct{} {
-	end, grew, ok := sp.s.q.tail(sp.p)
+	end, grew, ok := sp.s.q.watch(sp.p)
 	switch {
 	case !ok:
 		return nil

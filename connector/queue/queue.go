@@ -409,7 +409,7 @@ func (q *Queue) Read(ctx context.Context, p int, from uint64, limit int) ([]Row,
 	if err := q.checkPartition(p); err != nil {
 		return nil, err
 	}
-	end, _, known := q.tail(p)
+	end, known := q.tail(p)
 	return q.read(ctx, p, from, limit, end, known)
 }
 
@@ -443,15 +443,24 @@ func (q *Queue) read(ctx context.Context, p int, from uint64, limit int, end uin
 	return out, err
 }
 
-// tail is partition p's end (one past its last row index) and a channel
-// closed when it grows, from a store that knows its sequences' ends
-// (store.SequenceTails); ok false otherwise. REQUIRES: p is valid.
-func (q *Queue) tail(p int) (end uint64, grew <-chan struct{}, ok bool) {
+// tail is partition p's end (one past its last row index), from a store
+// that knows its sequences' ends (store.SequenceTails); ok false
+// otherwise. REQUIRES: p is valid.
+func (q *Queue) tail(p int) (end uint64, ok bool) {
+	t, ok := q.st.(store.SequenceTails)
+	if !ok {
+		return 0, false
+	}
+	return t.SequenceEnd(store.QueueRows, q.rowPrefix(p))
+}
+
+// watch is tail with a channel closed when the partition grows.
+func (q *Queue) watch(p int) (end uint64, grew <-chan struct{}, ok bool) {
 	t, ok := q.st.(store.SequenceTails)
 	if !ok {
 		return 0, nil, false
 	}
-	return t.SequenceEnd(store.QueueRows, q.rowPrefix(p))
+	return t.WatchSequence(store.QueueRows, q.rowPrefix(p))
 }
 
 // Len returns the number of rows of partition p (its next row index).

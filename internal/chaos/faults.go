@@ -194,15 +194,30 @@ func newFaultStore(st store.Store, s *sim, l *life) *faultStore {
 	return &faultStore{LeaseAudit: faultinject.NewLeaseAudit(st), sim: s, life: l}
 }
 
-// SequenceEnd implements store.SequenceTails when the scenario draws
-// SourceWake (Config.SourceWake); otherwise the store cannot tell, as a
-// store without it.
-func (f *faultStore) SequenceEnd(table store.Table, prefix []byte) (uint64, <-chan struct{}, bool) {
-	t, ok := f.LeaseAudit.Store.(store.SequenceTails)
-	if !ok || !f.sim.sc.Config.SourceWake {
-		return 0, nil, false
+// tails is the store's store.SequenceTails when the scenario draws
+// SourceWake (Config.SourceWake); nil otherwise: the store cannot tell, as
+// a store without it.
+func (f *faultStore) tails() store.SequenceTails {
+	if t, ok := f.LeaseAudit.Store.(store.SequenceTails); ok && f.sim.sc.Config.SourceWake {
+		return t
 	}
-	return t.SequenceEnd(table, prefix)
+	return nil
+}
+
+// SequenceEnd implements store.SequenceTails (see tails).
+func (f *faultStore) SequenceEnd(table store.Table, prefix []byte) (uint64, bool) {
+	if t := f.tails(); t != nil {
+		return t.SequenceEnd(table, prefix)
+	}
+	return 0, false
+}
+
+// WatchSequence implements store.SequenceTails (see tails).
+func (f *faultStore) WatchSequence(table store.Table, prefix []byte) (uint64, <-chan struct{}, bool) {
+	if t := f.tails(); t != nil {
+		return t.WatchSequence(table, prefix)
+	}
+	return 0, nil, false
 }
 
 // errFailing is what the store answers once a WAL fault fired: the disk

@@ -58,12 +58,24 @@ func (q *sequence) publish(end uint64) {
 	}
 }
 
-// SequenceEnd implements store.SequenceTails. Every append passes through
-// this Store (Pebble allows one process per directory), so the cached tail
-// is exact. A sequence not yet used by this handle has its tail read from
-// the store once, unless a commit appending to it holds it at that moment
-// (then ok is false and the caller reads).
-func (s *Store) SequenceEnd(table store.Table, prefix []byte) (end uint64, grew <-chan struct{}, ok bool) {
+// SequenceEnd implements store.SequenceTails.
+func (s *Store) SequenceEnd(table store.Table, prefix []byte) (end uint64, ok bool) {
+	end, _, ok = s.sequenceEnd(table, prefix, false)
+	return end, ok
+}
+
+// WatchSequence implements store.SequenceTails.
+func (s *Store) WatchSequence(table store.Table, prefix []byte) (end uint64, grew <-chan struct{}, ok bool) {
+	return s.sequenceEnd(table, prefix, true)
+}
+
+// sequenceEnd is the published end of a sequence, and with watch a channel
+// closed when it grows. Every append passes through this Store (Pebble
+// allows one process per directory), so the cached tail is exact. A
+// sequence not yet used by this handle has its tail read from the store
+// once, unless a commit appending to it holds it at that moment (then ok
+// is false and the caller reads).
+func (s *Store) sequenceEnd(table store.Table, prefix []byte, watch bool) (end uint64, grew <-chan struct{}, ok bool) {
 	if s.enter() != nil {
 		return 0, nil, false
 	}
@@ -73,14 +85,14 @@ func (s *Store) SequenceEnd(table store.Table, prefix []byte) (end uint64, grew 
 	q.pmu.Lock()
 	known := q.known
 	q.pmu.Unlock()
+	// A loaded sequence is published (lockSequences): only an unloaded one
+	// needs its tail read here.
 	if !known && q.mu.TryLock() {
 		if !q.loaded {
 			if next, err := s.loadTail(appendRowKey(kb[:0], table, prefix)); err == nil {
 				q.next, q.loaded = next, true
+				q.publish(next)
 			}
-		}
-		if q.loaded {
-			q.publish(q.next)
 		}
 		q.mu.Unlock()
 	}
@@ -89,10 +101,13 @@ func (s *Store) SequenceEnd(table store.Table, prefix []byte) (end uint64, grew 
 	if !q.known {
 		return 0, nil, false
 	}
-	if q.grew == nil {
-		q.grew = make(chan struct{})
+	if watch {
+		if q.grew == nil {
+			q.grew = make(chan struct{})
+		}
+		grew = q.grew
 	}
-	return q.end, q.grew, true
+	return q.end, grew, true
 }
 
 // lookup is get for a key in bytes, without allocating when the sequence

@@ -30,7 +30,7 @@ func TestSequenceEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	end, grew, ok := s.SequenceEnd(store.QueueRows, []byte("a"))
+	end, grew, ok := s.WatchSequence(store.QueueRows, []byte("a"))
 	if !ok || end != 0 || grew == nil {
 		t.Fatalf("an empty sequence: end %d, ok %v, grew %v", end, ok, grew)
 	}
@@ -46,24 +46,24 @@ func TestSequenceEnd(t *testing.T) {
 	default:
 		t.Fatal("a's channel still open after a commit appended to it returned")
 	}
-	if end, _, _ := s.SequenceEnd(store.QueueRows, []byte("a")); end != 3 {
+	if end, _ := s.SequenceEnd(store.QueueRows, []byte("a")); end != 3 {
 		t.Fatalf("end of a after 3 appends = %d, want 3", end)
 	}
 	appendTo(s, "c", 2)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, ok := s.SequenceEnd(store.QueueRows, []byte("a")); ok {
+	if _, ok := s.SequenceEnd(store.QueueRows, []byte("a")); ok {
 		t.Fatal("a closed store told a sequence's end")
 	}
 	s = openMem(t, fs, clk)
 	for prefix, want := range map[string]uint64{"a": 3, "b": 1, "c": 2, "d": 0} {
-		if end, _, ok := s.SequenceEnd(store.QueueRows, []byte(prefix)); !ok || end != want {
+		if end, ok := s.SequenceEnd(store.QueueRows, []byte(prefix)); !ok || end != want {
 			t.Errorf("after a reopen, end of %s = %d (ok %v), want %d", prefix, end, ok, want)
 		}
 	}
 	appendTo(s, "c", 1)
-	if end, _, _ := s.SequenceEnd(store.QueueRows, []byte("c")); end != 3 {
+	if end, _ := s.SequenceEnd(store.QueueRows, []byte("c")); end != 3 {
 		t.Fatalf("end of c after one more append = %d, want 3", end)
 	}
 }
