@@ -326,6 +326,7 @@ func (c *Controller) publishControls(eff *effects, now time.Time) {
 			sysWM[s], eventWM[s] = c.marks.system[s], c.marks.event[s]
 		}
 	}
+	gcDue := now.Sub(c.marks.gcAt) >= dedupGCPeriod // dedup GC at most once per period
 	for _, name := range pl.Order() {
 		comp := pl.Computations[name]
 		ctl := board.Control{InputSystemWM: map[string]store.Timestamp{}, Draining: c.drainingControl()}
@@ -346,7 +347,7 @@ func (c *Controller) publishControls(eff *effects, now time.Time) {
 			ctl.EventWM = farFuture
 		}
 		c.cfg.Board.SetControl(name, ctl)
-		if now.Sub(c.marks.gcAt) < dedupGCPeriod {
+		if !gcDue {
 			continue
 		}
 		for _, s := range comp.Inputs {
