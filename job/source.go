@@ -62,6 +62,11 @@ type sourceReader struct {
 	// readToEnd: this epoch read the partition and found its end (the job
 	// may then wait for the partition to grow: wake).
 	readToEnd bool
+	// reporter and notifier are part as the optional interfaces it
+	// implements (nil if not): its committed position is written in the
+	// epoch transaction; it says when it grew.
+	reporter connector.TxnReporter
+	notifier connector.ReadNotifier
 
 	maxEvent     time.Time
 	lastRecordAt time.Time
@@ -97,6 +102,8 @@ func openSourceReader(ctx context.Context, j *Job, key string) (*sourceReader, e
 		done: map[connector.Offset]bool{},
 		skip: map[connector.Offset]connector.Offset{},
 	}
+	r.reporter, _ = part.(connector.TxnReporter)
+	r.notifier, _ = part.(connector.ReadNotifier)
 	v, ok, err := j.st.Get(ctx, store.PartitionStates, r.stateKey())
 	if err != nil {
 		return nil, fmt.Errorf("job %s: read source state: %w", j.cfg.Partition.ID, err)
@@ -196,13 +203,10 @@ func (r *sourceReader) read(ctx context.Context, maxRows, maxBytes int) (*source
 // epoch that did not read (blocked, draining) gets nil: its wait is for
 // room or control, not input.
 func (r *sourceReader) wake() <-chan struct{} {
-	if !r.readToEnd {
+	if !r.readToEnd || r.notifier == nil {
 		return nil
 	}
-	if n, ok := r.part.(connector.ReadNotifier); ok {
-		return n.Readable(r.readNext)
-	}
-	return nil
+	return r.notifier.Readable(r.readNext)
 }
 
 // messages turns a batch into messages of the source stream.
@@ -356,8 +360,8 @@ func (r *sourceReader) sync(txn *store.Txn) error {
 	}
 	if changed {
 		txn.Put(store.PartitionStates, r.stateKey(), r.encodeState())
-		if t, ok := r.part.(connector.TxnReporter); ok && r.persisted != r.reported {
-			t.ReportInTxn(txn, r.persisted)
+		if r.reporter != nil && r.persisted != r.reported {
+			r.reporter.ReportInTxn(txn, r.persisted)
 		}
 	}
 	r.memDirty = false
@@ -370,7 +374,7 @@ func (r *sourceReader) committed(ctx context.Context) {
 	if r.persisted == r.reported {
 		return
 	}
-	if _, ok := r.part.(connector.TxnReporter); ok {
+	if r.reporter != nil {
 		r.reported = r.persisted
 		return
 	}
