@@ -74,6 +74,9 @@ type benchResult struct {
 	// (anonSampler): the engine's memory without the binary's mapped file.
 	PeakAnonMiB   float64 `json:"peak_anon_mib,omitempty"`
 	StoreBytesMsg float64 `json:"store_bytes_per_msg"`
+	// WrittenBytesMsg is what the timed part wrote per message through
+	// write calls (selfWritten): the store's log, flushes and compactions.
+	WrittenBytesMsg float64 `json:"written_bytes_per_msg,omitempty"`
 	// AllocBytesMsg is the Go heap allocated by the timed part per message
 	// (runtime.MemStats.TotalAlloc): the garbage collector's work, and a
 	// figure that moves little with the machine's load.
@@ -348,11 +351,15 @@ type benchClock struct {
 	// records the timed part's own peak.
 	rss  bool
 	anon *anonSampler
+	// written is selfWritten at the start; hasWritten that it was read.
+	written    int64
+	hasWritten bool
 }
 
 func startBenchClock() benchClock {
 	rss := resetPeakRSS()
-	return benchClock{wall: time.Now(), cpu: selfCPU(), alloc: totalAlloc(), rss: rss, anon: startAnonSampler()}
+	written, ok := selfWritten()
+	return benchClock{wall: time.Now(), cpu: selfCPU(), alloc: totalAlloc(), rss: rss, anon: startAnonSampler(), written: written, hasWritten: ok}
 }
 
 // stop records the rate and CPU per million messages of the timed part.
@@ -362,6 +369,9 @@ func (c benchClock) stop(res *benchResult, messages int) {
 	if messages > 0 {
 		res.CPUPerMillion, res.CPUScope = cpu.Seconds()/float64(messages)*1e6, "run"
 		res.AllocBytesMsg = float64(totalAlloc()-c.alloc) / float64(messages)
+		if w, ok := selfWritten(); ok && c.hasWritten {
+			res.WrittenBytesMsg = float64(w-c.written) / float64(messages)
+		}
 	}
 	if c.rss {
 		res.PeakRSSMiB = peakRSSMiB()
@@ -452,6 +462,7 @@ func (t *benchTable) median(bin int, name string) benchResult {
 	out.PeakRSSMiB = col(func(r benchResult) float64 { return r.PeakRSSMiB })
 	out.PeakAnonMiB = col(func(r benchResult) float64 { return r.PeakAnonMiB })
 	out.StoreBytesMsg = col(func(r benchResult) float64 { return r.StoreBytesMsg })
+	out.WrittenBytesMsg = col(func(r benchResult) float64 { return r.WrittenBytesMsg })
 	out.AllocBytesMsg = col(func(r benchResult) float64 { return r.AllocBytesMsg })
 	out.BrokerCPUPerMillion = col(func(r benchResult) float64 { return r.BrokerCPUPerMillion })
 	out.BrokerRSSMiB = col(func(r benchResult) float64 { return r.BrokerRSSMiB })
@@ -478,8 +489,8 @@ func (t *benchTable) print(w io.Writer) {
 		nw = max(nw, l)
 	}
 	fmt.Fprintf(w, "\nmedians of %d run(s) per row\n", runs)
-	fmt.Fprintf(w, "%-*s %10s %7s %7s %7s %7s %7s %7s %9s %8s %9s %10s %11s\n",
-		nw, "case", "msg/s", "vs EO", "vs hand", "vs mem", "vs store", "p50 ms", "p99 ms", "CPU s/1M", "RSS MiB", "anon MiB", "store B/msg", "alloc B/msg")
+	fmt.Fprintf(w, "%-*s %10s %7s %7s %7s %7s %7s %7s %9s %8s %9s %10s %11s %11s\n",
+		nw, "case", "msg/s", "vs EO", "vs hand", "vs mem", "vs store", "p50 ms", "p99 ms", "CPU s/1M", "RSS MiB", "anon MiB", "store B/msg", "wrote B/msg", "alloc B/msg")
 	ratio := func(v, ref float64) string {
 		if v <= 0 || ref <= 0 {
 			return "-"
@@ -511,7 +522,7 @@ func (t *benchTable) print(w io.Writer) {
 			if c.Kind == "recovery" {
 				// Only the latency columns mean something: the kills'
 				// recovery times (the work runs in child processes).
-				fmt.Fprintf(w, "%-*s %10s %7s %7s %7s %7s %7s %7s %9s %8s %9s %10s %11s\n", nw, name, "-", "-", "-", "-", "-", lat(r.P50), lat(r.P99), "-", "-", "-", "-", "-")
+				fmt.Fprintf(w, "%-*s %10s %7s %7s %7s %7s %7s %7s %9s %8s %9s %10s %11s %11s\n", nw, name, "-", "-", "-", "-", "-", lat(r.P50), lat(r.P99), "-", "-", "-", "-", "-", "-")
 				continue
 			}
 			hand := handRow
@@ -539,9 +550,13 @@ func (t *benchTable) print(w io.Writer) {
 			if r.PeakAnonMiB > 0 {
 				anon = fmt.Sprintf("%.0f", r.PeakAnonMiB)
 			}
-			fmt.Fprintf(w, "%-*s %10.0f %7s %7s %7s %7s %7s %7s %9s %8.0f %9s %10.1f %11s\n", nw, name, r.MsgsPerSec,
+			wrote := "-"
+			if r.WrittenBytesMsg > 0 {
+				wrote = fmt.Sprintf("%.0f", r.WrittenBytesMsg)
+			}
+			fmt.Fprintf(w, "%-*s %10.0f %7s %7s %7s %7s %7s %7s %9s %8.0f %9s %10.1f %11s %11s\n", nw, name, r.MsgsPerSec,
 				ratio(r.MsgsPerSec, ref(eoRow)), ratio(r.MsgsPerSec, ref(hand)), ratio(r.MsgsPerSec, ref(memFloorRow)), ratio(r.MsgsPerSec, ref(storeRow)),
-				lat(r.P50), lat(r.P99), cpu, r.PeakRSSMiB, anon, r.StoreBytesMsg, alloc)
+				lat(r.P50), lat(r.P99), cpu, r.PeakRSSMiB, anon, r.StoreBytesMsg, wrote, alloc)
 		}
 	}
 	if processCPU {
