@@ -110,13 +110,7 @@ func (sp *sourcePartition) Read(ctx context.Context, from connector.Offset, maxR
 	b := connector.Batch{Next: from, Records: make([]connector.Record, 0, len(rows))}
 	bytes := 0
 	for _, r := range rows {
-		size := 64
-		for k, v := range r.Row {
-			size += len(k) + 8
-			if s, ok := v.(string); ok {
-				size += len(s)
-			}
-		}
+		size := 64 + r.Size
 		if len(b.Records) > 0 && bytes+size > maxBytes {
 			break
 		}

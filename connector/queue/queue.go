@@ -388,6 +388,9 @@ type Row struct {
 	Index     uint64
 	Timestamp store.Timestamp
 	Row       weir.Row
+	// Size is the length of the row's encoding in the store: what reading
+	// it cost, without walking the decoded map again.
+	Size int
 }
 
 // Columns returns the row's columns plus $tablet_index, $row_index and
@@ -488,7 +491,7 @@ func decodeRow(p int, idx, v []byte) (Row, error) {
 	if err != nil {
 		return Row{}, err
 	}
-	return Row{Partition: p, Index: binary.BigEndian.Uint64(idx), Timestamp: store.Timestamp(binary.BigEndian.Uint64(v[:8])), Row: row}, nil
+	return Row{Partition: p, Index: binary.BigEndian.Uint64(idx), Timestamp: store.Timestamp(binary.BigEndian.Uint64(v[:8])), Row: row, Size: len(v) - 8}, nil
 }
 
 const metaVersion = 1
