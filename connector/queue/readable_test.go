@@ -30,14 +30,7 @@ func TestReadable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := NewSource(connector.SourceParams{Path: "s", Store: st, Parameters: map[string]any{"queue_path": "events", "consumer_path": "c"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := src.Open(ctx, "0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := openSourcePartition(t, st, "events", "0")
 	n := p.(connector.ReadNotifier)
 	write := func(part int) {
 		t.Helper()
@@ -82,4 +75,19 @@ func TestReadable(t *testing.T) {
 	if !isClosed(c) {
 		t.Fatal("a write after the delete did not wake the reader")
 	}
+}
+
+// openSourcePartition opens partition part of a QueueSource over queue
+// (consumer "c").
+func openSourcePartition(t *testing.T, st store.Store, queue, part string) connector.SourcePartition {
+	t.Helper()
+	src, err := NewSource(connector.SourceParams{Path: "s", Store: st, Parameters: map[string]any{"queue_path": queue, "consumer_path": "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := src.Open(context.Background(), part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

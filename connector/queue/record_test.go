@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/weir-stream/weir"
-	"github.com/weir-stream/weir/connector"
 	"github.com/weir-stream/weir/internal/codec"
 )
 
@@ -24,14 +23,7 @@ func TestSourceRecords(t *testing.T) {
 	if err := q.Write(ctx, rows, []int{0, 0, 0}); err != nil {
 		t.Fatal(err)
 	}
-	src, err := NewSource(connector.SourceParams{Path: "s", Store: st, Parameters: map[string]any{"queue_path": "events", "consumer_path": "c"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := src.Open(ctx, "0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := openSourcePartition(t, st, "events", "0")
 	b, err := p.Read(ctx, 0, 10, 1<<20)
 	if err != nil {
 		t.Fatal(err)
