@@ -138,7 +138,9 @@ type Options struct {
 	// the latency row at 70,000 msg/s over 1.2M messages (written as it is
 	// read); compactions wrote 94 → 31–41 MB on the counter's 600,000
 	// messages. Files stay small only while the store is: as it grows, its
-	// base level moves up and the bottom level's tables grow with it.
+	// base level moves up and the bottom level's tables grow with it. It
+	// is an option, not a format: a store written with other sizes keeps
+	// its tables, and compactions write new ones at this size.
 	TargetFileSize int64
 	// MaxConcurrentCompactions caps the background compactions that run at
 	// once when compaction debt builds up. Default 2.
