@@ -71,6 +71,22 @@ func TestOfferBatchTakesAPrefix(t *testing.T) {
 	}
 }
 
+// TestDeliveryCarriesSize: a delivery carries the Size of the offer that
+// buffered it, and a later offer of the same id (a re-send) does not
+// change what the buffer counted.
+func TestDeliveryCarriesSize(t *testing.T) {
+	h := NewHub(1 << 20)
+	recv := h.Attach("P/0")
+	msgs, offers := batchMsgs(2)
+	offers[0].Size, offers[1].Size = 123, 45
+	h.OfferBatch(SenderToken{}, "P/0", offers, nil)
+	h.OfferBatch(SenderToken{}, "P/0", []Offer{{Msg: msgs[0], Size: 999}}, nil)
+	ds := recv.Fetch(10, 1<<20)
+	if len(ds) != 2 || ds[0].Size != 123 || ds[1].Size != 45 {
+		t.Fatalf("fetched %+v, want sizes 123 and 45", ds)
+	}
+}
+
 // TestAckHookRunsPerBatch: one Ack calls each hook once per run of
 // consecutive ids offered with it, with the offers' tokens, in the Ack's
 // order; an id offered again carries the newest offer's hook and token.

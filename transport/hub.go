@@ -314,7 +314,7 @@ func (a *attachment) Fetch(maxRows, maxBytes int) []Delivery {
 				break
 			}
 			e.fetched = true
-			out = append(out, Delivery{Msg: e.msg, MaybeDuplicate: e.maybeDup, From: e.from, Origin: e.origin, Ordered: e.ordered})
+			out = append(out, Delivery{Msg: e.msg, MaybeDuplicate: e.maybeDup, Size: e.size, From: e.from, Origin: e.origin, Ordered: e.ordered})
 			bytes += e.size
 		}
 		b.cursor++

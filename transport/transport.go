@@ -117,7 +117,11 @@ type Offer struct {
 type Delivery struct {
 	Msg            *weir.Message
 	MaybeDuplicate bool
-	From           PartitionID
+	// Size is the Size of the offer that buffered the message: what its
+	// sender counted against buffers, which a node passing the message on
+	// counts again without sizing it anew (0: the sender gave none).
+	Size int
+	From PartitionID
 	// Origin is the newest offer's Origin: if set, the sub-channel (From,
 	// Origin) is ordered, whatever Ordered (the token's promise) says.
 	Origin  PartitionID

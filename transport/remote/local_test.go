@@ -9,6 +9,7 @@ import (
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/msgid"
+	"github.com/weir-stream/weir/tables"
 	"github.com/weir-stream/weir/transport"
 	"github.com/weir-stream/weir/wire"
 )
@@ -119,14 +120,16 @@ func BenchmarkLocalChannel(b *testing.B) {
 func TestLocalChannelWaitsForRoomWithoutSpinning(t *testing.T) {
 	a := newTestNode(t, "a", 1000, wire.Security{})
 	se, tok, r := localPair(t, a)
-	// The channel's box takes 15 offers of 64 bytes; the mailbox fewer of
-	// their sizes (tables.MessageSize), so the channel waits for room.
+	// The channel's box takes 15 offers of 64 bytes; the receiving
+	// mailbox 10 of them (its rows bounded here), so the channel waits for
+	// room.
+	a.in.SetRowLimit(10)
 	for i := 0; i < 15; i++ {
 		if !offerOne(se, tok, recvP, msg(i), 64, nil, false) {
 			t.Fatalf("offer %d refused", i)
 		}
 	}
-	waitFor(t, "a full mailbox", func() bool { return r.Available() > 0 && r.Available() < 15 })
+	waitFor(t, "a full mailbox", func() bool { return r.Available() == 10 })
 	a.SetRoutes(routes(Route{Partition: sendP, Worker: "a", Addr: a.addr, Lease: 10}, Route{Partition: recvP, Worker: "a", Addr: a.addr, Lease: 20}))
 	time.Sleep(20 * time.Millisecond)
 	began, cpu0 := time.Now(), processCPU()
@@ -144,4 +147,16 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestDeliverySize: a channel passes a message on with its sender's size,
+// and sizes it only when the sender gave none.
+func TestDeliverySize(t *testing.T) {
+	m := &weir.Message{ID: "a", Stream: "s", Payload: weir.Row{"key": "k"}}
+	if n := deliverySize(transport.Delivery{Msg: m, Size: 123}); n != 123 {
+		t.Fatalf("size %d, want the sender's 123", n)
+	}
+	if n, want := deliverySize(transport.Delivery{Msg: m}), tables.MessageSize(m); n != want {
+		t.Fatalf("size %d without the sender's, want the estimate %d", n, want)
+	}
 }
