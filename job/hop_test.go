@@ -52,7 +52,7 @@ func TestSwiftLineageAnyOrder(t *testing.T) {
 			ins = append(ins, in)
 			offsets = append(offsets, connector.Offset(i))
 		}
-		tr.addSourceRecords(ins, offsets)
+		tr.addSourceRecords(ins, offsets, make([]int, len(ins)))
 		var lineage [][]*weir.Message
 		for i := range 3 {
 			p := i
@@ -84,5 +84,18 @@ func TestSwiftLineageAnyOrder(t *testing.T) {
 		if got, want := outputSize(outs[0], &children[0]), tables.MessageSize(outs[0]); got != want {
 			t.Errorf("reversed=%v: inherited size %d, want MessageSize %d", reversed, got, want)
 		}
+	}
+}
+
+// TestSourceRecordSizes: a Swift source's held records count the sizes
+// their source gave (connector.Record.Size) against
+// output_store_bytes_limit, and are estimated only when it gave none.
+func TestSourceRecordSizes(t *testing.T) {
+	tr := newSwiftTracker()
+	a := &weir.Message{ID: msgid.Ordered(3, "in", 0), Stream: "in", Payload: weir.Row{"v": int64(0)}}
+	b := &weir.Message{ID: msgid.Ordered(3, "in", 1), Stream: "in", Payload: weir.Row{"v": int64(1)}}
+	tr.addSourceRecords([]*weir.Message{a, b}, []connector.Offset{0, 1}, []int{100, 0})
+	if got, want := tr.heldBytes(), 100+tables.MessageSize(b); got != want {
+		t.Fatalf("held %d bytes, want %d (the source's 100 and an estimate for the unsized)", got, want)
 	}
 }

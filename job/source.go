@@ -256,8 +256,10 @@ func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Mess
 	r.idBuf = idBuf[:0]
 	from := 0
 	var offsets []connector.Offset
+	var sizes []int
 	if r.swift {
 		offsets = make([]connector.Offset, len(out))
+		sizes = make([]int, len(out))
 	}
 	for i, m := range out {
 		m.ID = msgid.ID(ids[from:ends[i]])
@@ -269,13 +271,13 @@ func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Mess
 		if r.swift {
 			r.inflight++
 			r.inflightTS.add(m.SystemTimestamp)
-			offsets[i] = rec.Offset
+			offsets[i], sizes[i] = rec.Offset, rec.Size
 		}
 	}
 	if r.swift {
 		// The tracker holds each record until its outputs are delivered,
 		// and hands it back to markDone with its offset.
-		r.j.swift.addSourceRecords(out, offsets)
+		r.j.swift.addSourceRecords(out, offsets, sizes)
 	}
 	r.lastRecordAt = now
 	return out

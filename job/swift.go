@@ -65,9 +65,10 @@ func newSwiftTracker() *swiftTracker {
 }
 
 // addSourceRecords registers a source batch's messages as parents with
-// their offsets (the source reader marks them done by offset), in one
-// block: the next track's inputs.
-func (t *swiftTracker) addSourceRecords(msgs []*weir.Message, offsets []connector.Offset) {
+// their offsets (the source reader marks them done by offset) and the
+// sizes their source gave (connector.Record.Size; 0: estimated here), in
+// one block: the next track's inputs.
+func (t *swiftTracker) addSourceRecords(msgs []*weir.Message, offsets []connector.Offset, sizes []int) {
 	block := make([]swiftParent, len(msgs))
 	for i, m := range msgs {
 		if invariants.Enabled {
@@ -80,7 +81,11 @@ func (t *swiftTracker) addSourceRecords(msgs []*weir.Message, offsets []connecto
 			t.readTwice[m.ID] = true
 		}
 		p := &block[i]
-		*p = swiftParent{msg: m, size: tables.MessageSize(m), offset: offsets[i], fromSource: true}
+		size := sizes[i]
+		if size <= 0 {
+			size = tables.MessageSize(m)
+		}
+		*p = swiftParent{msg: m, size: size, offset: offsets[i], fromSource: true}
 		t.bytes += p.size
 	}
 	t.sourceHeld += len(msgs)
