@@ -260,13 +260,17 @@ function drawGraph(d) {
     const curve = vertical ? `M${x1},${y1} C${x1},${my} ${x2},${my} ${x2},${y2}` : `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`;
     const lx = vertical ? mx + 10 : mx, anchor = vertical ? "start" : "middle";
     const w = 1.5 + 3.5 * Math.log10(1 + (9 * e.rate) / maxRate);
-    let label = rate(e.rate);
-    if (e.backlog !== undefined && e.backlog > 0) label += ` · ${compact.format(e.backlog)} queued`;
+    // The backlog shares the rate's line in rows (the gap row is free to
+    // the right) but takes a line of its own in columns: beside the rate it
+    // outgrew the gap between two columns and ran into their nodes.
+    const queued = e.backlog !== undefined && e.backlog > 0 ? `${compact.format(e.backlog)} queued` : "";
+    const label = rate(e.rate) + (vertical && queued ? ` · ${queued}` : "");
     parts.push(el("g", { class: "edge" + (e.backpressure ? " backpressure" : ""), "data-edge": `${e.from}->${e.to}`, "data-rate": e.rate, "data-backlog": e.backlog ?? "" },
       el("title", {}, `${e.stream}: ${rate(e.rate)}` + (e.backlog !== undefined ? `, ${num(e.backlog)} not yet processed` : "") + (e.backpressure ? " — backpressure" : "")),
       el("path", { d: curve, "stroke-width": w.toFixed(1) }),
       el("text", { x: lx, y: my - 6, "text-anchor": anchor, class: "edge-label" }, label),
-      el("text", { x: lx, y: my + 12, "text-anchor": anchor, class: "edge-stream" }, e.stream.length > 16 ? e.stream.slice(0, 15) + "…" : e.stream)));
+      el("text", { x: lx, y: my + 12, "text-anchor": anchor, class: "edge-stream" }, e.stream.length > 16 ? e.stream.slice(0, 15) + "…" : e.stream),
+      !vertical && queued ? el("text", { x: lx, y: my + 27, "text-anchor": anchor, class: "edge-label edge-queued" }, queued) : null));
   }
   for (const n of graph.nodes) {
     const p = pos[n.id];
