@@ -46,13 +46,13 @@ func TestSwiftLineageAnyOrder(t *testing.T) {
 	for _, reversed := range []bool{false, true} {
 		tr := newSwiftTracker()
 		var ins, outs []*weir.Message
-		var offsets []connector.Offset
+		var recs []connector.Record
 		for i := range 3 {
 			in := &weir.Message{ID: msgid.Ordered(3, "in", uint64(i)), Stream: "in", Payload: weir.Row{"v": int64(i)}}
 			ins = append(ins, in)
-			offsets = append(offsets, connector.Offset(i))
+			recs = append(recs, connector.Record{Offset: connector.Offset(i)})
 		}
-		tr.addSourceRecords(ins, offsets, make([]int, len(ins)))
+		tr.addSourceRecords(ins, recs)
 		var lineage [][]*weir.Message
 		for i := range 3 {
 			p := i
@@ -94,7 +94,7 @@ func TestSourceRecordSizes(t *testing.T) {
 	tr := newSwiftTracker()
 	a := &weir.Message{ID: msgid.Ordered(3, "in", 0), Stream: "in", Payload: weir.Row{"v": int64(0)}}
 	b := &weir.Message{ID: msgid.Ordered(3, "in", 1), Stream: "in", Payload: weir.Row{"v": int64(1)}}
-	tr.addSourceRecords([]*weir.Message{a, b}, []connector.Offset{0, 1}, []int{100, 0})
+	tr.addSourceRecords([]*weir.Message{a, b}, []connector.Record{{Offset: 0, Size: 100}, {Offset: 1}})
 	if got, want := tr.heldBytes(), 100+tables.MessageSize(b); got != want {
 		t.Fatalf("held %d bytes, want %d (the source's 100 and an estimate for the unsized)", got, want)
 	}

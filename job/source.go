@@ -255,12 +255,6 @@ func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Mess
 	ids := string(idBuf)
 	r.idBuf = idBuf[:0]
 	from := 0
-	var offsets []connector.Offset
-	var sizes []int
-	if r.swift {
-		offsets = make([]connector.Offset, len(out))
-		sizes = make([]int, len(out))
-	}
 	for i, m := range out {
 		m.ID = msgid.ID(ids[from:ends[i]])
 		from = ends[i]
@@ -271,13 +265,12 @@ func (r *sourceReader) messages(b *sourceBatch, ts store.Timestamp) []*weir.Mess
 		if r.swift {
 			r.inflight++
 			r.inflightTS.add(m.SystemTimestamp)
-			offsets[i], sizes[i] = rec.Offset, rec.Size
 		}
 	}
 	if r.swift {
 		// The tracker holds each record until its outputs are delivered,
 		// and hands it back to markDone with its offset.
-		r.j.swift.addSourceRecords(out, offsets, sizes)
+		r.j.swift.addSourceRecords(out, b.records)
 	}
 	r.lastRecordAt = now
 	return out

@@ -64,11 +64,11 @@ func newSwiftTracker() *swiftTracker {
 	return &swiftTracker{parents: map[msgid.ID]*swiftParent{}, pendingTS: streamMins{}}
 }
 
-// addSourceRecords registers a source batch's messages as parents with
-// their offsets (the source reader marks them done by offset) and the
-// sizes their source gave (connector.Record.Size; 0: estimated here), in
-// one block: the next track's inputs.
-func (t *swiftTracker) addSourceRecords(msgs []*weir.Message, offsets []connector.Offset, sizes []int) {
+// addSourceRecords registers a source batch's messages as parents (msgs[i]
+// is recs[i]'s) with their offsets (the source reader marks them done by
+// offset) and the sizes their source gave (connector.Record.Size; 0:
+// estimated here), in one block: the next track's inputs.
+func (t *swiftTracker) addSourceRecords(msgs []*weir.Message, recs []connector.Record) {
 	block := make([]swiftParent, len(msgs))
 	for i, m := range msgs {
 		if invariants.Enabled {
@@ -81,11 +81,7 @@ func (t *swiftTracker) addSourceRecords(msgs []*weir.Message, offsets []connecto
 			t.readTwice[m.ID] = true
 		}
 		p := &block[i]
-		size := sizes[i]
-		if size <= 0 {
-			size = tables.MessageSize(m)
-		}
-		*p = swiftParent{msg: m, size: size, offset: offsets[i], fromSource: true}
+		*p = swiftParent{msg: m, size: tables.SizeOr(recs[i].Size, m), offset: recs[i].Offset, fromSource: true}
 		t.bytes += p.size
 	}
 	t.sourceHeld += len(msgs)

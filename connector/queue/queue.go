@@ -39,10 +39,14 @@ type Queue struct {
 	partitions int
 	// prefixes holds each partition's row key prefix, built once.
 	prefixes [][]byte
+	// tails is st as a store that knows where its sequences end (nil if
+	// it does not: store.SequenceTails), found once.
+	tails store.SequenceTails
 }
 
 func newQueue(st store.Store, name string, n int) *Queue {
 	q := &Queue{st: st, name: name, partitions: n}
+	q.tails, _ = st.(store.SequenceTails)
 	for p := 0; p < n; p++ {
 		q.prefixes = append(q.prefixes, q.makeRowPrefix(p))
 	}
@@ -450,20 +454,18 @@ func (q *Queue) read(ctx context.Context, p int, from uint64, limit int, end uin
 // that knows its sequences' ends (store.SequenceTails); ok false
 // otherwise. REQUIRES: p is valid.
 func (q *Queue) tail(p int) (end uint64, ok bool) {
-	t, ok := q.st.(store.SequenceTails)
-	if !ok {
+	if q.tails == nil {
 		return 0, false
 	}
-	return t.SequenceEnd(store.QueueRows, q.rowPrefix(p))
+	return q.tails.SequenceEnd(store.QueueRows, q.rowPrefix(p))
 }
 
 // watch is tail with a channel closed when the partition grows.
 func (q *Queue) watch(p int) (end uint64, grew <-chan struct{}, ok bool) {
-	t, ok := q.st.(store.SequenceTails)
-	if !ok {
+	if q.tails == nil {
 		return 0, nil, false
 	}
-	return t.WatchSequence(store.QueueRows, q.rowPrefix(p))
+	return q.tails.WatchSequence(store.QueueRows, q.rowPrefix(p))
 }
 
 // Len returns the number of rows of partition p (its next row index).

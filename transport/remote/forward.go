@@ -251,7 +251,7 @@ func (c *channel) deliverLocal(att transport.Receiver, t target) byte {
 		}
 		offers = offers[:0]
 		for _, d := range ds {
-			offers = append(offers, transport.Offer{Msg: d.Msg, Size: deliverySize(d), MaybeDup: d.MaybeDuplicate, Origin: d.Origin})
+			offers = append(offers, transport.Offer{Msg: d.Msg, Size: tables.SizeOr(d.Size, d.Msg), MaybeDup: d.MaybeDuplicate, Origin: d.Origin})
 		}
 		rest := offers
 		for len(rest) > 0 {
@@ -333,7 +333,7 @@ func (c *channel) deliverRemote(att transport.Receiver, t target) byte {
 		}
 		f := &pushFrame{From: c.key.from, FromLease: c.key.fromLease, To: c.key.to, ToLease: t.lease, Msgs: make([]pushed, len(ds))}
 		for i, d := range ds {
-			f.Msgs[i] = pushed{Msg: d.Msg, Size: deliverySize(d), MaybeDup: d.MaybeDuplicate, Ordered: d.Ordered, Origin: d.Origin}
+			f.Msgs[i] = pushed{Msg: d.Msg, Size: tables.SizeOr(d.Size, d.Msg), MaybeDup: d.MaybeDuplicate, Ordered: d.Ordered, Origin: d.Origin}
 		}
 		// SendMsg blocks while the receiver's flow-control window is full:
 		// a slow receiver backpressures this channel, whose box then fills
@@ -428,14 +428,4 @@ func (n *Node) conn(addr string) (grpc.ClientConnInterface, error) {
 	}
 	n.conns[addr] = c
 	return c, nil
-}
-
-// deliverySize is the size a channel passes a delivery on with: its
-// sender's (walking a decoded row again cost the worker 3.6% of its CPU on
-// the counter), or the estimate when the sender gave none.
-func deliverySize(d transport.Delivery) int {
-	if d.Size > 0 {
-		return d.Size
-	}
-	return tables.MessageSize(d.Msg)
 }

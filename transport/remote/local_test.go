@@ -9,7 +9,6 @@ import (
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/msgid"
-	"github.com/weir-stream/weir/tables"
 	"github.com/weir-stream/weir/transport"
 	"github.com/weir-stream/weir/wire"
 )
@@ -137,7 +136,13 @@ func TestLocalChannelWaitsForRoomWithoutSpinning(t *testing.T) {
 	if used, wall := processCPU()-cpu0, time.Since(began); used > wall/3 {
 		t.Fatalf("the process used %v of CPU in %v while a local channel waited for room", used, wall)
 	}
-	receive(t, r, 15) // and the rest arrives once there is room
+	// The rest arrives once there is room, each message with the size its
+	// sender offered it with, not sized again by the channel.
+	for _, d := range receive(t, r, 15) {
+		if d.Size != 64 {
+			t.Fatalf("%s arrived with size %d, want the sender's 64", d.Msg.ID, d.Size)
+		}
+	}
 }
 
 // processCPU is this process's CPU time so far.
@@ -147,16 +152,4 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// TestDeliverySize: a channel passes a message on with its sender's size,
-// and sizes it only when the sender gave none.
-func TestDeliverySize(t *testing.T) {
-	m := &weir.Message{ID: "a", Stream: "s", Payload: weir.Row{"key": "k"}}
-	if n := deliverySize(transport.Delivery{Msg: m, Size: 123}); n != 123 {
-		t.Fatalf("size %d, want the sender's 123", n)
-	}
-	if n, want := deliverySize(transport.Delivery{Msg: m}), tables.MessageSize(m); n != want {
-		t.Fatalf("size %d without the sender's, want the estimate %d", n, want)
-	}
 }
