@@ -1,11 +1,6 @@
 package cli
 
-import (
-	"bufio"
-	"bytes"
-	"os"
-	"strconv"
-)
+import "os"
 
 // selfWritten is the number of bytes this process has written through
 // write system calls so far (wchar in /proc/self/io): for a bench row, its
@@ -17,12 +12,6 @@ func selfWritten() (n int64, ok bool) {
 	if err != nil {
 		return 0, false
 	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if v, found := bytes.CutPrefix(sc.Bytes(), []byte("wchar:")); found {
-			n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
-			return n, err == nil
-		}
-	}
-	return 0, false
+	v, ok := procField(b, "wchar:")
+	return int64(v), ok
 }

@@ -29,24 +29,23 @@ func peakRSSMiB() float64 {
 	if err != nil {
 		return 0
 	}
-	return statusKiB(b, "VmHWM:") / 1024
+	kb, _ := procField(b, "VmHWM:")
+	return kb / 1024
 }
 
-// statusKiB is the value in KiB of field (e.g. "VmHWM:") of a
-// /proc/PID/status text, or 0.
-func statusKiB(status []byte, field string) float64 {
-	sc := bufio.NewScanner(bytes.NewReader(status))
+// procField is the number of field (e.g. "VmHWM:", in KiB, or "wchar:", in
+// bytes) of a /proc text of "name: value" lines (/proc/PID/status,
+// /proc/PID/io); ok is false if it has none.
+func procField(text []byte, field string) (v float64, ok bool) {
+	sc := bufio.NewScanner(bytes.NewReader(text))
 	for sc.Scan() {
 		f := bytes.Fields(sc.Bytes())
 		if len(f) >= 2 && string(f[0]) == field {
-			kb, err := strconv.ParseFloat(string(f[1]), 64)
-			if err != nil {
-				return 0
-			}
-			return kb
+			v, err := strconv.ParseFloat(string(f[1]), 64)
+			return v, err == nil
 		}
 	}
-	return 0
+	return 0, false
 }
 
 // totalAlloc is the number of bytes this process has allocated on the Go
@@ -117,5 +116,6 @@ func rssAnonMiB() float64 {
 	if err != nil {
 		return 0
 	}
-	return statusKiB(b, "RssAnon:") / 1024
+	kb, _ := procField(b, "RssAnon:")
+	return kb / 1024
 }
