@@ -447,6 +447,16 @@ func (f *walFault) maybeError(path string, isSync bool, n int) error {
 	return errInjected
 }
 
+// disarm stops further injection and reports whether the fault fired.
+// Both happen under the lock maybeError holds, so a fault cannot fire
+// after disarm has reported that it did not.
+func (f *walFault) disarm() (fired bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.armed.Store(false)
+	return f.injected.Load() > 0
+}
+
 func (f *walFault) created(path string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
