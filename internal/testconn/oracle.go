@@ -2,9 +2,8 @@ package testconn
 
 import (
 	"context"
-	"fmt"
-	"sort"
 
+	"github.com/weir-stream/weir/internal/countoracle"
 	"github.com/weir-stream/weir/store"
 )
 
@@ -21,41 +20,14 @@ func CountsOf(ctx context.Context, st store.Store, sinkID string) (map[string][]
 		c, _ := r.Row["count"].(int64)
 		res[k] = append(res[k], c)
 	}
-	for k := range res {
-		sort.Slice(res[k], func(i, j int) bool { return res[k][i] < res[k][j] })
-	}
+	countoracle.Sort(res)
 	return res, nil
 }
 
-// ExactlyOnce checks the exactly-once oracle of the keyed counter: for
-// every key with want[k] inputs, the committed counts are exactly 1..n,
+// ExactlyOnce checks the exactly-once oracle of the keyed counter
+// (countoracle.Violations): for every key with want[k] inputs, the
+// committed counts (sorted, as CountsOf returns them) are exactly 1..n,
 // once each. It returns a description of every violation, sorted.
 func ExactlyOnce(got map[string][]int64, want map[string]int) []string {
-	keys := map[string]bool{}
-	for k := range got {
-		keys[k] = true
-	}
-	for k := range want {
-		keys[k] = true
-	}
-	var bad []string
-	for k := range keys {
-		n, c := want[k], got[k]
-		ok := len(c) == n
-		for i := 0; ok && i < n; i++ {
-			ok = c[i] == int64(i+1)
-		}
-		if !ok {
-			bad = append(bad, fmt.Sprintf("key %s: want counts 1..%d, got %v", k, n, summarize(c)))
-		}
-	}
-	sort.Strings(bad)
-	return bad
-}
-
-func summarize(c []int64) string {
-	if len(c) <= 12 {
-		return fmt.Sprint(c)
-	}
-	return fmt.Sprintf("%v … %v (%d values)", c[:6], c[len(c)-6:], len(c))
+	return countoracle.Violations(got, want)
 }

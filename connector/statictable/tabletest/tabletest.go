@@ -12,12 +12,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	pq "github.com/parquet-go/parquet-go"
+
+	"github.com/weir-stream/weir/internal/countoracle"
 )
 
 // InputRow is a row of the test input tables.
@@ -110,9 +111,7 @@ func ReadOutput(t testing.TB, dir string) map[string][]int64 {
 			got[r.Key] = append(got[r.Key], r.Count)
 		}
 	}
-	for _, c := range got {
-		sort.Slice(c, func(i, j int) bool { return c[i] < c[j] })
-	}
+	countoracle.Sort(got)
 	return got
 }
 
@@ -125,37 +124,17 @@ func CheckExact(t testing.TB, got map[string][]int64, want map[string]int) {
 	}
 }
 
-// Exact returns nil if every key's counts in got are exactly 1..n, each
-// once, with n from want; otherwise an error describing the first keys
+// Exact returns nil if every key's counts in got (sorted, as ReadOutput
+// returns them) are exactly 1..n, each once, with n from want
+// (countoracle.Violations); otherwise an error describing the first keys
 // that are not.
 func Exact(got map[string][]int64, want map[string]int) error {
-	var bad []string
-	for k, n := range want {
-		c := got[k]
-		ok := len(c) == n
-		for i := 0; ok && i < n; i++ {
-			ok = c[i] == int64(i+1)
-		}
-		if !ok {
-			bad = append(bad, fmt.Sprintf("key %s: want counts 1..%d once each, got %d values %v", k, n, len(c), summarize(c)))
-		}
-	}
-	if len(got) != len(want) {
-		bad = append(bad, fmt.Sprintf("output has %d keys, input %d", len(got), len(want)))
-	}
+	bad := countoracle.Violations(got, want)
 	if len(bad) == 0 {
 		return nil
 	}
-	sort.Strings(bad)
 	if len(bad) > 5 {
 		bad = append(bad[:5], fmt.Sprintf("... %d problems in all", len(bad)))
 	}
 	return errors.New(strings.Join(bad, "\n"))
-}
-
-func summarize(c []int64) string {
-	if len(c) <= 12 {
-		return fmt.Sprint(c)
-	}
-	return fmt.Sprintf("%v ... %v", c[:6], c[len(c)-6:])
 }
