@@ -38,53 +38,38 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weir-stream/weir/internal/freeport"
+	"github.com/weir-stream/weir/internal/mavenlibs"
 )
 
 // Version is the Apache Kafka release the tests run (pom.xml's
 // kafka.version).
 const Version = "4.4.0"
 
-// serverJar is the jar whose presence in LibDir says the fetch ran.
-const serverJar = "kafka_2.13-" + Version + ".jar"
-
-// LibDir is the directory holding the broker's jars: $WEIR_KAFKA_LIBS, or
-// weir/kafka-<Version>/libs under the user's cache directory.
-func LibDir() string {
-	if d := os.Getenv("WEIR_KAFKA_LIBS"); d != "" {
-		return d
-	}
-	base, err := os.UserCacheDir()
-	if err != nil {
-		base = os.TempDir()
-	}
-	return filepath.Join(base, "weir", "kafka-"+Version, "libs")
+// Jars are the broker's jars (pom.xml beside this file): in $WEIR_KAFKA_LIBS,
+// or weir/kafka-<Version>/libs under the user's cache directory.
+var Jars = mavenlibs.Libs{
+	Name: "kafka", Version: Version, Env: "WEIR_KAFKA_LIBS",
+	Pom:     filepath.Join("internal", "kafkabroker", "pom.xml"),
+	Marker:  "kafka_2.13-" + Version + ".jar",
+	Fetcher: "go run ./internal/kafkabroker/cmd/kafkafetch",
 }
+
+// LibDir is the directory holding the broker's jars (Jars.Dir).
+func LibDir() string { return Jars.Dir() }
 
 // FetchCommand is the shell command that fetches the jars into LibDir
 // (with Maven, from pom.xml beside this file), run from the repository's
 // root.
-func FetchCommand() string { return "go run ./internal/kafkabroker/cmd/kafkafetch" }
+func FetchCommand() string { return Jars.Fetcher }
 
 // Fetched reports whether LibDir holds the server's jar.
-func Fetched() bool {
-	_, err := os.Stat(filepath.Join(LibDir(), serverJar))
-	return err == nil
-}
+func Fetched() bool { return Jars.Fetched() }
 
 // Available reports why a broker cannot be started here (no java on the
 // PATH, the jars not fetched), or nil.
 func Available() error {
-	var missing []string
-	for _, tool := range []string{"java", "javac"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			missing = append(missing, tool+" (a JDK 17 or later)")
-		}
-	}
-	if !Fetched() {
-		missing = append(missing, fmt.Sprintf("the Kafka %s jars in %s (fetch them with: %s)", Version, LibDir(), FetchCommand()))
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("an Apache Kafka broker needs %s", strings.Join(missing, " and "))
+	if err := Jars.Available(); err != nil {
+		return fmt.Errorf("an Apache Kafka broker %w", err)
 	}
 	return nil
 }

@@ -2,16 +2,11 @@ package kafkabroker
 
 import (
 	"context"
-	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -27,51 +22,6 @@ type Record struct {
 
 //go:embed java/ReadCommitted.java
 var readCommittedJava []byte
-
-var (
-	oracleOnce sync.Once
-	oracleDir  string
-	oracleErr  error
-)
-
-// oracle compiles java/ReadCommitted.java against the Kafka jars (once per
-// process, into a directory beside LibDir named by the source's hash) and
-// returns the directory holding the class.
-func oracle() (string, error) {
-	oracleOnce.Do(func() {
-		sum := sha256.Sum256(append(readCommittedJava, Version...))
-		dir := filepath.Join(filepath.Dir(LibDir()), "oracle-"+hex.EncodeToString(sum[:6]))
-		if _, err := os.Stat(filepath.Join(dir, "ReadCommitted.class")); err == nil {
-			oracleDir = dir
-			return
-		}
-		tmp, err := os.MkdirTemp(filepath.Dir(LibDir()), "oracle-build-")
-		if err != nil {
-			oracleErr = err
-			return
-		}
-		defer os.RemoveAll(tmp)
-		src := filepath.Join(tmp, "ReadCommitted.java")
-		if err := os.WriteFile(src, readCommittedJava, 0o644); err != nil {
-			oracleErr = err
-			return
-		}
-		out, err := exec.Command("javac", "-nowarn", "-cp", filepath.Join(LibDir(), "*"), "-d", tmp, src).CombinedOutput()
-		if err != nil {
-			oracleErr = fmt.Errorf("javac ReadCommitted.java: %w: %s", err, out)
-			return
-		}
-		os.Remove(src)
-		if err := os.Rename(tmp, dir); err != nil && !os.IsExist(err) {
-			if _, serr := os.Stat(filepath.Join(dir, "ReadCommitted.class")); serr != nil {
-				oracleErr = err
-				return
-			}
-		}
-		oracleDir = dir
-	})
-	return oracleDir, oracleErr
-}
 
 // ConsumeCommitted reads every record of topic visible at
 // isolation.level=read_committed with Apache Kafka's own Java consumer
@@ -91,7 +41,7 @@ func (c *Cluster) ConsumeCommitted(ctx context.Context, topic string) ([]Record,
 	if err := c.WaitStable(ctx, topic); err != nil {
 		return nil, err
 	}
-	dir, err := oracle()
+	dir, err := Jars.Compile("ReadCommitted", readCommittedJava)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +51,7 @@ func (c *Cluster) ConsumeCommitted(ctx context.Context, topic string) ([]Record,
 			addrs = append(addrs, n.Addr())
 		}
 	}
-	cmd := exec.CommandContext(ctx, "java", "-Xmx256m", "-cp", filepath.Join(LibDir(), "*")+string(os.PathListSeparator)+dir,
+	cmd := exec.CommandContext(ctx, "java", "-Xmx256m", "-cp", Jars.Classpath(dir),
 		"-Dlog4j2.level=warn", "ReadCommitted", strings.Join(addrs, ","), topic)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
