@@ -29,6 +29,7 @@ import (
 	"github.com/weir-stream/weir/examples"
 	"github.com/weir-stream/weir/internal/chaos"
 	"github.com/weir-stream/weir/internal/codec"
+	"github.com/weir-stream/weir/internal/flinkbench"
 	"github.com/weir-stream/weir/internal/handwritten"
 	"github.com/weir-stream/weir/internal/kafkabroker"
 	"github.com/weir-stream/weir/spec"
@@ -42,7 +43,8 @@ type benchCase struct {
 	// "pipeline" (an example spec, optionally modified), "latency",
 	// "recovery", "handwritten" (the hand-written exactly-once queue loop,
 	// internal/handwritten), "kafka" (the kafka example) or
-	// "kafka-handwritten" (the hand-written franz-go loop), on Broker.
+	// "kafka-handwritten" (the hand-written franz-go loop), on Broker;
+	// "flink" (Apache Flink's keyed count, internal/flinkbench).
 	Kind       string `json:"kind"`
 	Example    string `json:"example,omitempty"`
 	Mode       string `json:"mode,omitempty"`
@@ -52,6 +54,14 @@ type benchCase struct {
 	Messages   int    `json:"messages"`
 	// Rate is the offered rate of a latency case (messages/s).
 	Rate float64 `json:"rate,omitempty"`
+	// CheckpointMs is a Flink case's checkpoint interval, and Runs how
+	// many times it runs its job in one JVM (the row is the last run).
+	CheckpointMs int `json:"checkpoint_ms,omitempty"`
+	Runs         int `json:"runs,omitempty"`
+	// Parallelism is a Flink case's (the machine's CPUs by default: the
+	// local cluster's slots, as Flink recommends; its input is still split
+	// into Partitions files, as weir's input queue is).
+	Parallelism int `json:"parallelism,omitempty"`
 	// Broker is the broker a Kafka case runs against: "kfake" (franz-go's
 	// in-process fake; the default) or "kafka" (Apache Kafka, one KRaft
 	// node started by internal/kafkabroker).
@@ -110,6 +120,9 @@ func runBench(o *Options, args []string) error {
 			"the row's figures); recovery after SIGKILL; end-to-end latency at half of\n"+
 			"the exactly-once peak. Ratios are to exactly_once, to the comparator (the\n"+
 			"franz-go loop on the same broker for Kafka rows) and to the floors.\n"+
+			"Where a JDK and Flink's jars are here ("+flinkbench.Jars.Fetcher+"),\n"+
+			"Apache Flink "+flinkbench.Version+" counts the same events (RocksDB state, exactly-once\n"+
+			"checkpoints; its second run in one JVM) beside weir.\n"+
 			"Messages are ~100-byte events over 10,000 keys.")
 	quick := fs.Bool("quick", false, "small sizes: finishes in well under a minute")
 	msgs := fs.Int("messages", 0, "messages per throughput row (default 300000; 20000 with --quick)")
@@ -214,8 +227,16 @@ func runBench(o *Options, args []string) error {
 	}
 	// Throughput rows: each round runs all of them, so that a slow moment
 	// of the shared machine hits different rows in different rounds.
+	cases := benchCases(n, *quick, kafkaBrokers)
+	if fc, err := flinkCase(n); err != nil {
+		if only == nil || only.MatchString(flinkRow) {
+			fmt.Fprintf(o.Stderr, "bench: %v\n", err)
+		}
+	} else {
+		cases = append(cases, fc)
+	}
 	for r := 0; r < *repeat; r++ {
-		for _, c := range benchCases(n, *quick, kafkaBrokers) {
+		for _, c := range cases {
 			round(c, r)
 		}
 	}
@@ -559,6 +580,12 @@ func (t *benchTable) print(w io.Writer) {
 				lat(r.P50), lat(r.P99), cpu, r.PeakRSSMiB, anon, r.StoreBytesMsg, wrote, alloc)
 		}
 	}
+	if f := t.median(0, flinkRow); len(t.runs[benchKey{0, flinkRow}]) > 0 && f.Err == "" {
+		if eo := t.median(0, eoRow); len(t.runs[benchKey{0, eoRow}]) > 0 && eo.Err == "" {
+			fmt.Fprintf(w, "\n%s over Flink (same events, this sitting): msg/s %s, CPU s/1M %s, peak RSS %s\n", eoRow,
+				ratio(eo.MsgsPerSec, f.MsgsPerSec), ratio(eo.CPUPerMillion, f.CPUPerMillion), ratio(eo.PeakRSSMiB, f.PeakRSSMiB))
+		}
+	}
 	if processCPU {
 		fmt.Fprintln(w, "\n* CPU of the whole child process, input generation included (a binary that does not time its runs' CPU).")
 	}
@@ -615,6 +642,8 @@ func runBenchCase(o *Options, c benchCase) benchResult {
 		err = benchParquet(o, dir, c, &res)
 	case "parquet-floor":
 		err = benchParquetFloor(dir, c, &res)
+	case "flink":
+		err = benchFlink(dir, c, &res)
 	default:
 		err = fmt.Errorf("unknown bench kind %q", c.Kind)
 	}
@@ -622,7 +651,7 @@ func runBenchCase(o *Options, c benchCase) benchResult {
 		res.Err = err.Error()
 	}
 	res.StoreBytesMsg = float64(dirSize(dir)) / float64(max(c.Messages, 1))
-	if c.Kind == "floor" || c.Kind == "recovery" {
+	if c.Kind == "floor" || c.Kind == "recovery" || c.Kind == "flink" {
 		res.StoreBytesMsg = 0
 	}
 	return res
