@@ -84,7 +84,7 @@ func benchFlink(dir string, c benchCase, res *benchResult) error {
 	}
 	countoracle.Sort(got)
 	if bad := countoracle.Violations(got, want); len(bad) > 0 {
-		return fmt.Errorf("Flink's committed output is not exactly once (%d keys): %v", len(bad), bad[:min(3, len(bad))])
+		return fmt.Errorf("the Flink row's committed output is not exactly once (%d keys): %v", len(bad), bad[:min(3, len(bad))])
 	}
 	return nil
 }
