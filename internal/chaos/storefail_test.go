@@ -214,3 +214,32 @@ func stacksWith(fn string) string {
 	}
 	return strings.Join(out, "\n\n")
 }
+
+// TestWALFaultDisarm: disarming waits for a write that is deciding
+// whether to fail, and reports that write's failure. A store-error episode
+// that timed out used to read "not fired" and then disarm, so a fault
+// firing in between broke the store with the episode already counted as
+// not reached (CI's TestMetamorphic seed 101 met the harness's other
+// window of this kind).
+func TestWALFaultDisarm(t *testing.T) {
+	wf := &walFault{maxMem: 64 << 20}
+	wf.armed.Store(true)
+	wf.mu.Lock() // a write is inside maybeError, deciding
+	res := make(chan bool, 1)
+	go func() { res <- wf.disarm() }()
+	select {
+	case fired := <-res:
+		wf.mu.Unlock()
+		t.Fatalf("disarm returned (fired %v) while a write was deciding: it must wait for the decision", fired)
+	case <-time.After(50 * time.Millisecond):
+	}
+	wf.failed = "000001.log" // the write fails, as maybeError does
+	wf.injected.Add(1)
+	wf.mu.Unlock()
+	if !<-res {
+		t.Fatal("disarm said not fired after the write it waited for fired")
+	}
+	if wf.armed.Load() {
+		t.Fatal("still armed after disarm")
+	}
+}
