@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 )
 
@@ -61,14 +62,10 @@ func (l Libs) Available() error {
 	if !l.Fetched() {
 		missing = append(missing, fmt.Sprintf("the %s %s jars in %s (fetch them with: %s)", l.Name, l.Version, l.Dir(), l.Fetcher))
 	}
-	switch len(missing) {
-	case 0:
-		return nil
-	case 1:
-		return fmt.Errorf("needs %s", missing[0])
-	default:
-		return fmt.Errorf("needs %s and %s", missing[0], missing[1])
+	if len(missing) > 0 {
+		return fmt.Errorf("needs %s", strings.Join(missing, " and "))
 	}
+	return nil
 }
 
 // Fetch runs Maven (mvn dependency:copy-dependencies of Pom, from the
@@ -114,8 +111,8 @@ func (l Libs) Classpath(dirs ...string) string {
 }
 
 var (
-	compileMu   sync.Mutex
-	compileDirs = map[string]string{}
+	compileMu sync.Mutex
+	compiled  = map[string]bool{} // class directories known to be complete
 )
 
 // Compile compiles the Java source src of class (its file is
@@ -128,12 +125,12 @@ func (l Libs) Compile(class string, src []byte) (string, error) {
 	defer compileMu.Unlock()
 	sum := sha256.Sum256(append(append([]byte(l.Name+"-"+l.Version+"\x00"), class+"\x00"...), src...))
 	dir := filepath.Join(filepath.Dir(l.Dir()), "classes-"+class+"-"+hex.EncodeToString(sum[:6]))
-	if d, ok := compileDirs[dir]; ok {
-		return d, nil
+	if compiled[dir] {
+		return dir, nil
 	}
 	classFile := filepath.Join(dir, class+".class")
 	if _, err := os.Stat(classFile); err == nil {
-		compileDirs[dir] = dir
+		compiled[dir] = true
 		return dir, nil
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(l.Dir()), "classes-build-")
@@ -154,6 +151,6 @@ func (l Libs) Compile(class string, src []byte) (string, error) {
 			return "", err
 		}
 	}
-	compileDirs[dir] = dir
+	compiled[dir] = true
 	return dir, nil
 }
