@@ -131,7 +131,7 @@ func runBench(o *Options, args []string) error {
 	rows := fs.String("rows", "", "run only the rows whose name matches this regular expression (the latency row also needs exactly_once)")
 	baseline := fs.String("baseline", "", "another weir binary (before a change): run every row with it too, alternating with this one, and print its rows under this one's")
 	one := fs.String("one", "", "internal: run one case given as JSON and print its result (a Kafka case's \"broker\": \"kfake\", the default, or \"kafka\" for Apache Kafka; it starts its own broker)")
-	kafkaBroker := fs.String("kafka-broker", "kfake", "the broker of the Kafka rows: kfake (franz-go's in-process fake, no Java needed), real (Apache Kafka "+kafkabroker.Version+", one KRaft node on loopback; needs java and the jars: "+kafkabroker.FetchCommand()+") or both (every Kafka row on each, side by side in the same rounds); --quick starts a real broker only if asked")
+	kafkaBroker := fs.String("kafka-broker", "kfake", "the broker of the Kafka rows: kfake (franz-go's in-process fake, no Java needed), real (Apache Kafka "+kafkabroker.Version+", one KRaft node on loopback; needs java and the jars: "+kafkabroker.Jars.Fetcher+") or both (every Kafka row on each, side by side in the same rounds); --quick starts a real broker only if asked")
 	broker := fs.Bool("broker", false, "internal: run the Kafka broker of --kafka-broker (kfake or kafka) for a Kafka row, print its address and stop when stdin closes")
 	cpuprofile := fs.String("cpuprofile", "", "with --one: write a CPU profile of the case to this file")
 	memprofile := fs.String("memprofile", "", "with --one: write a heap profile (in-use at the peak sample) to this file")

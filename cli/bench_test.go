@@ -101,8 +101,8 @@ func TestBenchKafkaBrokers(t *testing.T) {
 		t.Fatalf("kfake: %v, %v", bs, err)
 	}
 	for _, v := range []string{"real", "both"} {
-		if _, err := parseKafkaBrokers(v); err == nil || !strings.Contains(err.Error(), kafkabroker.FetchCommand()) {
-			t.Errorf("--kafka-broker %s without the jars: %v, want an error naming %q", v, err, kafkabroker.FetchCommand())
+		if _, err := parseKafkaBrokers(v); err == nil || !strings.Contains(err.Error(), kafkabroker.Jars.Fetcher) {
+			t.Errorf("--kafka-broker %s without the jars: %v, want an error naming %q", v, err, kafkabroker.Jars.Fetcher)
 		}
 	}
 	if _, err := parseKafkaBrokers("zookeeper"); err == nil {

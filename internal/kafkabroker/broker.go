@@ -3,7 +3,7 @@
 // tests and for the Kafka rows of 'weir bench'.
 //
 // The jars come from pom.xml beside this file, fetched by Maven into a
-// cache outside the repository (LibDir; FetchCommand prints the command).
+// cache outside the repository (Jars; Jars.Fetcher is the command).
 // Start formats each node's storage with one cluster id and starts one JVM
 // per node, each a combined broker and controller (process.roles =
 // broker,controller) on two free loopback ports; every node is a voter of
@@ -53,17 +53,6 @@ var Jars = mavenlibs.Libs{
 	Marker:  "kafka_2.13-" + Version + ".jar",
 	Fetcher: "go run ./internal/kafkabroker/cmd/kafkafetch",
 }
-
-// LibDir is the directory holding the broker's jars (Jars.Dir).
-func LibDir() string { return Jars.Dir() }
-
-// FetchCommand is the shell command that fetches the jars into LibDir
-// (with Maven, from pom.xml beside this file), run from the repository's
-// root.
-func FetchCommand() string { return Jars.Fetcher }
-
-// Fetched reports whether LibDir holds the server's jar.
-func Fetched() bool { return Jars.Fetched() }
 
 // Available reports why a broker cannot be started here (no java on the
 // PATH, the jars not fetched), or nil.
@@ -278,7 +267,7 @@ func (c *Cluster) java(n *Node, heapMB int, class string, args ...string) *exec.
 	argv := []string{
 		fmt.Sprintf("-Xmx%dm", heapMB), "-Xms64m", "-Djava.awt.headless=true",
 		"-Dlog4j2.configurationFile=" + filepath.Join(n.dir, "log4j2.properties"),
-		"-cp", filepath.Join(LibDir(), "*"), class,
+		"-cp", Jars.Classpath(), class,
 	}
 	cmd := exec.Command("java", append(argv, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -1,5 +1,5 @@
 // Command kafkafetch fetches the Apache Kafka broker's jars (Version of
-// package kafkabroker) with Maven into kafkabroker.LibDir, unless they are
+// package kafkabroker) with Maven into kafkabroker.Jars.Dir, unless they are
 // there already, and prints that directory. The real-broker tests and
 // 'weir bench --kafka-broker real' start brokers from it. Run it from the
 // repository's root:
