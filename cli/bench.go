@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,9 +59,9 @@ type benchCase struct {
 	// many times it runs its job in one JVM (the row is the last run).
 	CheckpointMs int `json:"checkpoint_ms,omitempty"`
 	Runs         int `json:"runs,omitempty"`
-	// Parallelism is a Flink case's (the machine's CPUs by default: the
-	// local cluster's slots, as Flink recommends; its input is still split
-	// into Partitions files, as weir's input queue is).
+	// Parallelism is a Flink case's (0: flinkbench's default, the
+	// machine's CPUs); its input is still split into Partitions files, as
+	// weir's input queue is.
 	Parallelism int `json:"parallelism,omitempty"`
 	// Broker is the broker a Kafka case runs against: "kfake" (franz-go's
 	// in-process fake; the default) or "kafka" (Apache Kafka, one KRaft
@@ -774,12 +775,12 @@ func benchSpec(c benchCase) (*spec.Pipeline, error) {
 
 // benchQueues creates the input queue "events" (c.Partitions partitions,
 // default 4) and the output queue "counts" (4 partitions) in st.
+// inputPartitions is the number of partitions of the case's input (4 by
+// default): the input queue's, or the Flink row's input files.
+func (c benchCase) inputPartitions() int { return cmp.Or(c.Partitions, 4) }
+
 func benchQueues(ctx context.Context, st store.Store, c benchCase) (in, out *queue.Queue, err error) {
-	parts := 4
-	if c.Partitions > 0 {
-		parts = c.Partitions
-	}
-	if in, err = queue.Create(ctx, st, "events", parts); err != nil {
+	if in, err = queue.Create(ctx, st, "events", c.inputPartitions()); err != nil {
 		return nil, nil, err
 	}
 	if out, err = queue.Create(ctx, st, "counts", 4); err != nil {

@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	"github.com/weir-stream/weir"
@@ -31,9 +29,7 @@ func flinkCase(n int) (benchCase, error) {
 
 // benchFlink writes the bench's events as JSON lines, one file per
 // partition of the pipeline rows' input queue (the same events, split the
-// same way), runs the Flink comparator on them (parallelism: the machine's
-// CPUs unless the case says; measured here, 2 beat 4 on 2 cores) and
-// records its last run:
+// same way), runs the Flink comparator on them and records its last run:
 // msg/s over Flink's net runtime of the job, CPU over the JVM's CPU from
 // the job's submission to its result, the JVM's peak RSS. Its committed
 // output must pass the keyed counter's exactly-once oracle.
@@ -42,10 +38,7 @@ func benchFlink(dir string, c benchCase, res *benchResult) error {
 	if err := os.Mkdir(in, 0o755); err != nil {
 		return err
 	}
-	parts := 4
-	if c.Partitions > 0 {
-		parts = c.Partitions
-	}
+	parts := c.inputPartitions()
 	ev, err := flinkbench.CreateEventFiles(in, parts)
 	if err != nil {
 		return err
@@ -69,7 +62,7 @@ func benchFlink(dir string, c benchCase, res *benchResult) error {
 	runs := max(c.Runs, 1)
 	r, err := flinkbench.Run(context.Background(), flinkbench.Config{
 		Input: in, Output: filepath.Join(dir, "out"), State: filepath.Join(dir, "state"),
-		Parallelism: cmp.Or(c.Parallelism, runtime.NumCPU()), CheckpointInterval: time.Duration(c.CheckpointMs) * time.Millisecond, Runs: runs,
+		Parallelism: c.Parallelism, CheckpointInterval: time.Duration(c.CheckpointMs) * time.Millisecond, Runs: runs,
 	})
 	if err != nil {
 		return err
