@@ -271,12 +271,18 @@ type Controller struct {
 	previousRunCompleted bool
 	// halting: Halt was called; Run returns once the pipeline is paused.
 	halting bool
+	// adoptees: jobs of an earlier controller offered by Adopt, until the
+	// first layout settles them (adopt.go).
+	adoptees []Adoptee
 }
 
 // Stats counts controller events.
 type Stats struct {
-	Cycles        int
-	JobsStarted   int
+	Cycles      int
+	JobsStarted int
+	// JobsAdopted counts the jobs of an earlier controller taken over
+	// (adopt.go).
+	JobsAdopted   int
 	JobsFailed    int
 	JobsLost      int
 	LeasesExpired int

@@ -72,17 +72,31 @@ type sourceList struct {
 // firstLayout lays out every partition on the first cycle, listing the
 // sources without holding the mutex. A source that cannot be listed gets
 // its partitions from a later, background listing (see above).
+//
+// It also settles the adoptees (adopt.go): those the layout has a place for
+// become its jobs; the others' leases are aborted, and no cycle decides
+// anything until every one of those aborts has returned.
 func (c *Controller) firstLayout(ctx context.Context) error {
 	c.mu.Lock()
 	done := c.laidOut
+	var refused []Adoptee
+	if done {
+		refused, c.adoptees = c.adoptees, nil // an earlier refusal failed
+	}
 	c.mu.Unlock()
 	if done {
-		return nil
+		return c.refuseAdoptees(ctx, refused)
 	}
 	l := c.listSources(ctx)
 	if err := ctx.Err(); err != nil {
 		return err // the listing was cut short: not a failure of the source
 	}
+	return c.refuseAdoptees(ctx, c.layOut(l))
+}
+
+// layOut makes the first layout from the sources' listing l and installs
+// the adoptees; it returns those it could not. REQUIRES: c.mu not held.
+func (c *Controller) layOut(l listing) []Adoptee {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.laidOut {
@@ -102,7 +116,7 @@ func (c *Controller) firstLayout(ctx context.Context) error {
 	c.applyListing(l, true, now)
 	c.laidOut = true
 	c.listing.startedAt = now
-	return nil
+	return c.adoptLaidOut(now)
 }
 
 // relist consumes a finished background listing and starts the next one

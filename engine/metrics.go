@@ -26,7 +26,7 @@ var (
 	descCommits    = prometheus.NewDesc("weir_commits_total", "Epoch commits.", []string{"computation"}, nil)
 	descDeadLetter = prometheus.NewDesc("weir_dead_lettered_total", "Inputs whose processing failed and that went to the computation's dead-letter stream (dead_letter_stream), per computation.", []string{"computation"}, nil)
 	descDropped    = prometheus.NewDesc("weir_sink_dropped_total", "Outputs at-most-once sinks gave up (queue full, a failed write, abandoned when the sink stopped), per computation.", []string{"computation"}, nil)
-	descJobs       = prometheus.NewDesc("weir_jobs_total", "Jobs by event (started, failed, lost).", []string{"event"}, nil)
+	descJobs       = prometheus.NewDesc("weir_jobs_total", "Jobs by event (started, adopted from an earlier controller, failed, lost).", []string{"event"}, nil)
 	descLeases     = prometheus.NewDesc("weir_leases_total", "Leases by event (aborted, expired).", []string{"event"}, nil)
 	descState      = prometheus.NewDesc("weir_pipeline_state", "1 for the pipeline's current state.", []string{"state"}, nil)
 	descSinkFailed = prometheus.NewDesc("weir_sink_delivery_stopped", "1 for each (partition, sink) whose delivery stopped after its retries ran out (the partition's job is restarted with backoff).", []string{"partition", "sink"}, nil)
@@ -57,6 +57,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	s := e.ctl.Stats()
 	ch <- prometheus.MustNewConstMetric(descJobs, prometheus.CounterValue, float64(s.JobsStarted), "started")
+	ch <- prometheus.MustNewConstMetric(descJobs, prometheus.CounterValue, float64(s.JobsAdopted), "adopted")
 	ch <- prometheus.MustNewConstMetric(descJobs, prometheus.CounterValue, float64(s.JobsFailed), "failed")
 	ch <- prometheus.MustNewConstMetric(descJobs, prometheus.CounterValue, float64(s.JobsLost), "lost")
 	ch <- prometheus.MustNewConstMetric(descLeases, prometheus.CounterValue, float64(s.LeasesAborted), "aborted")

@@ -222,6 +222,16 @@ func run(t *testing.T, s *Sim, d *datadriven.TestData) string {
 		} else {
 			w.Freeze()
 		}
+	case "handover":
+		var drop []transport.PartitionID
+		if v := arg("drop"); v != "" {
+			for _, p := range strings.Split(v, ",") {
+				drop = append(drop, transport.PartitionID(p))
+			}
+		}
+		if err := s.Handover(drop, transport.PartitionID(arg("misfit"))); err != nil {
+			s.printf("error: %v\n", err)
+		}
 	case "add-worker":
 		w := s.AddWorker()
 		s.printf("%s joined\n", w.id)

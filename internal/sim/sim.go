@@ -161,6 +161,8 @@ type Sim struct {
 	frozen  map[transport.PartitionID]bool
 	rows    map[string][]weir.Row
 	listing *gatedSource
+	// handovers counts Handover's new controllers (their job id prefixes).
+	handovers int
 }
 
 // New builds a simulated pipeline; nothing has run yet.
@@ -194,16 +196,22 @@ func New(o Options) (*Sim, error) {
 	for i := 0; i < o.Workers; i++ {
 		s.Workers = append(s.Workers, &Worker{id: fmt.Sprintf("w%d", i), sim: s, lastBeat: s.Clock.Now()})
 	}
-	s.Ctl, err = controller.New(controller.Config{
-		Plan: s.Plan, Store: s.Store, Hub: s.Hub, Board: s.Board, Pool: simPool{s}, Balance: o.Balance,
+	if s.Ctl, err = s.newController(""); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newController builds a controller of the simulated pipeline whose job
+// ids start with prefix (a controller taking over: Handover).
+func (s *Sim) newController(prefix string) (*controller.Controller, error) {
+	o := s.o
+	return controller.New(controller.Config{
+		Plan: s.Plan, Store: s.Store, Hub: s.Hub, Board: s.Board, Pool: simPool{s}, Balance: o.Balance, JobIDPrefix: prefix,
 		LeaseTimeout: o.LeaseTimeout, LeasePingPeriod: o.LeaseTimeout / 5, LostWorkerTimeout: o.LeaseTimeout / 2,
 		SchedulerPeriod: 100 * time.Millisecond, SyncListings: !o.BackgroundListing, SourceRelistPeriod: time.Second,
 		RestartBackoff: -1, Rand: rand.New(rand.NewPCG(o.Seed, 1)), Logf: s.logf,
 	})
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
 }
 
 func cloneRows(m map[string][]weir.Row) map[string][]weir.Row {
@@ -350,12 +358,15 @@ func (s *Sim) CycleDecide() error {
 	for _, w := range s.Workers {
 		w.heartbeat()
 	}
-	s.beforeApply = s.jobs()
 	apply, err := s.Ctl.CycleDecide(s.ctx)
 	if err != nil {
 		s.printf("cycle error: %v\n", err)
 		return err
 	}
+	// The jobs after the decide half (its removals done, the first
+	// layout's adopted jobs installed): the apply half's starts are those
+	// that differ.
+	s.beforeApply = s.jobs()
 	s.pendingApply = apply
 	return nil
 }
