@@ -101,12 +101,15 @@ func RunController(ctx context.Context, cfg ControllerConfig) (controller.State,
 		}
 	}()
 	st := Fence(cfg.Store, l)
-	n, err := st.AbortRecorded(lctx)
+	deposed := make(chan struct{})
+	specHash := SpecHash(cfg.SpecText)
+	pool := NewPool(PoolConfig{Store: cfg.Store, Term: l.Term(), SpecHash: specHash, Dial: cfg.Dial,
+		SyncPeriod: cfg.SyncPeriod, CallTimeout: cfg.CallTimeout, RefreshPeriod: cfg.RefreshPeriod, Logf: cfg.Logf,
+		AliveTimeout: sp.Dynamic.LostJobTimeout.Std(),
+		Deposed:      func() { close(deposed); cancel() }})
+	adoptees, err := takeOver(lctx, st, pool, specHash, cfg.Logf)
 	if err != nil {
-		return "", err
-	}
-	if n > 0 {
-		cfg.Logf("cluster: aborted %d job leases of earlier controllers", n)
+		return "", deposedOr(l, err)
 	}
 	v, _ := json.Marshal(storedSpec{Name: cfg.SpecName, Text: cfg.SpecText})
 	txn := store.NewTxn()
@@ -114,17 +117,15 @@ func RunController(ctx context.Context, cfg ControllerConfig) (controller.State,
 	if err := st.Commit(lctx, txn); err != nil {
 		return "", deposedOr(l, fmt.Errorf("cluster: store the spec: %w", err))
 	}
-	deposed := make(chan struct{})
-	pool := NewPool(PoolConfig{Store: cfg.Store, Term: l.Term(), SpecHash: SpecHash(cfg.SpecText), Dial: cfg.Dial,
-		SyncPeriod: cfg.SyncPeriod, CallTimeout: cfg.CallTimeout, RefreshPeriod: cfg.RefreshPeriod, Logf: cfg.Logf,
-		AliveTimeout: sp.Dynamic.LostJobTimeout.Std(),
-		Deposed:      func() { close(deposed); cancel() }})
 	eng, err := engine.New(lctx, engine.Config{Spec: sp, Store: st, Classes: cfg.Classes, Connectors: cfg.Connectors,
 		Logf: cfg.Logf, Warnf: cfg.Warnf, Pool: pool, Balance: true,
 		// Job ids unique across terms: workers report exits by id.
 		JobIDPrefix: fmt.Sprintf("t%d.", l.Term())})
 	if err != nil {
 		return "", deposedOr(l, err)
+	}
+	if err := eng.Controller().Adopt(adoptees); err != nil {
+		return "", err
 	}
 	pool.cfg.Board = eng.Board()
 	keeper, err := loadCounters(lctx, cfg.Store, eng.Board(), l.Term())
@@ -161,6 +162,32 @@ func RunController(ctx context.Context, cfg ControllerConfig) (controller.State,
 		err = ctx.Err()
 	}
 	return state, err
+}
+
+// takeOver surveys the workers, chooses the jobs to adopt, aborts every
+// other recorded lease, and returns the adopted jobs (adopt.go).
+func takeOver(ctx context.Context, st *FencedStore, pool *Pool, specHash string, logf func(string, ...any)) ([]controller.Adoptee, error) {
+	found, err := pool.survey(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: survey the workers: %w", err)
+	}
+	recorded, err := st.Recorded(ctx)
+	if err != nil {
+		return nil, err
+	}
+	chosen := adoptable(ctx, st, found, recorded, specHash, logf)
+	keep := make(map[store.LeaseID]bool, len(chosen))
+	for _, c := range chosen {
+		keep[c.job.Lease] = true
+	}
+	n, err := st.AbortRecorded(ctx, recorded, keep)
+	if err != nil {
+		return nil, err
+	}
+	if n > 0 || len(chosen) > 0 {
+		logf("cluster: adopting %d jobs of earlier controllers, aborted %d other job leases", len(chosen), n)
+	}
+	return pool.adopt(chosen), nil
 }
 
 // forgetWorkers sweeps the registrations of silent workers (registrationGC)

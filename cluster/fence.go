@@ -25,17 +25,20 @@ func leaseKey(id store.LeaseID) []byte {
 // therefore neither write (its commits fail: lease lost) nor start a job
 // (the lease it just created is aborted when its record cannot be
 // written); the new leader aborts every recorded lease when it takes over
-// (AbortRecorded), so no job of an earlier leader commits after that.
-// Reads, pings and aborts pass through: pinging or aborting its own jobs'
-// leases cannot harm a successor, which aborted them all.
+// (AbortRecorded) but those of the jobs it adopts (adopt.go), so no other
+// job of an earlier leader commits after that.
+// Reads, pings and aborts pass through: pinging its jobs' leases cannot
+// harm a successor, and aborting one only makes the successor replace a job
+// it adopted, as it replaces any job whose lease is lost.
 type FencedStore struct {
 	store.Store
 	leader store.LeaseID
+	l      *Leadership
 }
 
 // Fence returns st fenced by the leadership lease.
 func Fence(st store.Store, l *Leadership) *FencedStore {
-	return &FencedStore{Store: st, leader: l.Record.Lease}
+	return &FencedStore{Store: st, leader: l.Record.Lease, l: l}
 }
 
 // Commit commits txn if the leadership lease is still alive.
@@ -65,7 +68,17 @@ func (f *FencedStore) CreateLease(ctx context.Context, timeout time.Duration) (s
 
 // AbortLease aborts the lease, then forgets its record (best effort: a
 // record left behind is aborted again, harmlessly, by the next leader).
+//
+// A controller whose leadership ended — or whose own clock says it may have
+// (no renewal for the lease timeout: a process frozen and thawed) — aborts
+// nothing: its successor may have adopted the job, and a thawed controller
+// that still believed its workers lost aborted their leases and made the
+// new leader restart the jobs it had just adopted. This is a courtesy, not
+// the fence: an abort is always safe.
 func (f *FencedStore) AbortLease(ctx context.Context, id store.LeaseID) error {
+	if f.l.expiredOnOwnClock() {
+		return fmt.Errorf("cluster: not aborting %s: %w (%v)", id, ErrDeposed, f.l.Err())
+	}
 	if err := f.Store.AbortLease(ctx, id); err != nil {
 		return err
 	}
@@ -75,26 +88,37 @@ func (f *FencedStore) AbortLease(ctx context.Context, id store.LeaseID) error {
 	return nil
 }
 
-// AbortRecorded aborts every job lease an earlier leader recorded (each a
-// barrier) and deletes the records. A new leader calls it before its
-// controller starts: from then on no job of an earlier leader can commit.
-// It returns how many leases it aborted.
-func (f *FencedStore) AbortRecorded(ctx context.Context) (int, error) {
+// Recorded returns the job leases recorded by leaders (live or not).
+func (f *FencedStore) Recorded(ctx context.Context) (map[store.LeaseID]bool, error) {
 	p := []byte(leasePrefix)
-	var ids []store.LeaseID
+	ids := map[store.LeaseID]bool{}
 	err := f.Store.Scan(ctx, store.Range{Table: store.FlowState, Lo: p, Hi: tables.PrefixEnd(p)}, func(k, _ []byte) bool {
 		if len(k) == len(p)+8 {
-			ids = append(ids, store.LeaseID(binary.BigEndian.Uint64(k[len(p):])))
+			ids[store.LeaseID(binary.BigEndian.Uint64(k[len(p):]))] = true
 		}
 		return true
 	})
 	if err != nil {
-		return 0, fmt.Errorf("cluster: list recorded leases: %w", err)
+		return nil, fmt.Errorf("cluster: list recorded leases: %w", err)
 	}
-	for _, id := range ids {
-		if err := f.AbortLease(ctx, id); err != nil {
-			return 0, fmt.Errorf("cluster: abort %s of an earlier leader: %w", id, err)
+	return ids, nil
+}
+
+// AbortRecorded aborts every job lease in recorded (Recorded's) but those
+// in keep (the jobs a new leader adopts), each a barrier, and deletes their
+// records. A new leader calls it before its controller starts: from then
+// on no job of an earlier leader but those it adopted can commit. It
+// returns how many leases it aborted.
+func (f *FencedStore) AbortRecorded(ctx context.Context, recorded, keep map[store.LeaseID]bool) (int, error) {
+	n := 0
+	for id := range recorded {
+		if keep[id] {
+			continue
 		}
+		if err := f.AbortLease(ctx, id); err != nil {
+			return n, fmt.Errorf("cluster: abort %s of an earlier leader: %w", id, err)
+		}
+		n++
 	}
-	return len(ids), nil
+	return n, nil
 }

@@ -88,7 +88,11 @@ func TestDeposedControllerFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	fb := Fence(st, b)
-	n, err := fb.AbortRecorded(ctx)
+	recorded, err := fb.Recorded(ctx)
+	if err != nil || len(recorded) != 1 || !recorded[jobLease] {
+		t.Fatalf("Recorded = %v, %v; want the old leader's lease %s", recorded, err, jobLease)
+	}
+	n, err := fb.AbortRecorded(ctx, recorded, nil)
 	if err != nil || n != 1 {
 		t.Fatalf("AbortRecorded = %d, %v; want the old leader's one lease", n, err)
 	}

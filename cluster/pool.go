@@ -133,15 +133,29 @@ func (p *Pool) Run(ctx context.Context) {
 	}
 }
 
-// add records a registration; it returns a worker that is new to the pool.
+// add records a registration; it returns a worker whose heartbeats have
+// not started yet (new to the pool, or known from the survey only).
 func (p *Pool) add(ctx context.Context, r Registration) *RemoteWorker {
+	w := p.entry(ctx, r)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w.beating {
+		return nil
+	}
+	w.beating = true
+	return w
+}
+
+// entry returns the pool's worker of a registration, added if new (its
+// heartbeats not started), its address updated otherwise.
+func (p *Pool) entry(ctx context.Context, r Registration) *RemoteWorker {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if w, ok := p.workers[r.ID]; ok {
 		w.mu.Lock()
 		w.addr = r.Addr
 		w.mu.Unlock()
-		return nil
+		return w
 	}
 	w := &RemoteWorker{pool: p, id: r.ID, addr: r.Addr, handles: map[plan.JobID]*RemoteHandle{}, counters: map[string]board.Counters{}}
 	w.ctx, w.cancel = context.WithCancel(ctx)
@@ -231,6 +245,8 @@ type RemoteWorker struct {
 	// them.
 	failures   int
 	failLogged time.Time
+	// beating: Run started its heartbeats. Guarded by the pool's mu.
+	beating bool
 
 	mu          sync.Mutex
 	addr        string
@@ -379,6 +395,7 @@ func (w *RemoteWorker) syncOnce(ctx context.Context) {
 			req.Finish = append(req.Finish, id)
 		}
 	}
+	req.Keep = w.keepList()
 	w.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	defer cancel()
@@ -459,6 +476,8 @@ func (w *RemoteWorker) Drain(ctx context.Context) error {
 type RemoteHandle struct {
 	w  *RemoteWorker
 	id plan.JobID
+	// adopted: a job of an earlier term this controller took over (Keep).
+	adopted bool
 	// guarded by w.mu
 	stop, finish bool
 	done         bool

@@ -24,6 +24,16 @@ type SyncRequest struct {
 	// in flight (a move). Repeated until the worker reports them exited.
 	Stop   []plan.JobID `json:"stop,omitempty"`
 	Finish []plan.JobID `json:"finish,omitempty"`
+	// Survey asks only for the worker's jobs in detail (SyncReply.Jobs): a
+	// new leader's first call, before it decides which jobs of earlier
+	// terms it adopts (adopt.go). It changes nothing on the worker but the
+	// term, which from then on refuses every lower one.
+	Survey bool `json:"survey,omitempty"`
+	// Keep lists the jobs of earlier terms this controller adopted: a
+	// worker stops every other job of an earlier term at the first Sync of
+	// a new term that is not a survey (a controller without adoption sends
+	// none, and so stops them all).
+	Keep []plan.JobID `json:"keep,omitempty"`
 }
 
 // SyncReply is a worker's answer: its life, its jobs and their statuses.
@@ -40,6 +50,20 @@ type SyncReply struct {
 	// with their error ("" for a clean exit).
 	Running []plan.JobID          `json:"running,omitempty"`
 	Exited  map[plan.JobID]string `json:"exited,omitempty"`
+	// SpecHash names the spec the worker's jobs run; Jobs describes them
+	// (a survey's answer only).
+	SpecHash string       `json:"spec_hash,omitempty"`
+	Jobs     []RunningJob `json:"jobs,omitempty"`
+}
+
+// RunningJob is a job a worker runs, as a survey reports it.
+type RunningJob struct {
+	ID        plan.JobID         `json:"id"`
+	Comp      string             `json:"comp"`
+	Partition plan.PartitionSpec `json:"partition"`
+	Lease     store.LeaseID      `json:"lease"`
+	// Term of the controller that started or adopted it.
+	Term uint64 `json:"term"`
 }
 
 // StartRequest starts a job whose lease exists already.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -90,7 +91,13 @@ type Worker struct {
 type runningJob struct {
 	h    *worker.JobHandle
 	term uint64
+	// leaving: asked to stop or finish; a survey does not offer it for
+	// adoption.
+	leaving bool
 }
+
+// stop stops the job. REQUIRES: w.mu held.
+func (j *runningJob) stop() { j.leaving = true; j.h.Stop() }
 
 type exitRecord struct {
 	err string
@@ -148,8 +155,9 @@ func (w *Worker) Register(s *grpc.Server) {
 	w.node.Register(s)
 }
 
-// checkTerm refuses a deposed controller and, on a new term, stops the
-// jobs of earlier terms (the new leader aborted their leases).
+// checkTerm refuses a deposed controller and records a new term. The jobs
+// of earlier terms keep running until the new controller's first Sync that
+// is not a survey settles them (settleLocked): it may adopt them.
 // REQUIRES: w.mu held.
 func (w *Worker) checkTermLocked(term uint64) error {
 	if term < w.term {
@@ -160,13 +168,41 @@ func (w *Worker) checkTermLocked(term uint64) error {
 			w.cfg.Logf("cluster: worker %s: controller term %d replaces %d", w.cfg.ID, term, w.term)
 		}
 		w.term = term
-		for _, j := range w.jobs {
-			if j.term < term {
-				j.h.Stop()
-			}
-		}
 	}
 	return nil
+}
+
+// settleLocked makes the jobs of earlier terms that keep lists the current
+// term's (adopted) and stops the others: the new leader aborted their
+// leases before it sent its first Sync that is not a survey. REQUIRES: w.mu
+// held.
+func (w *Worker) settleLocked(keep []plan.JobID) {
+	for id, j := range w.jobs {
+		if j.term >= w.term {
+			continue
+		}
+		if slices.Contains(keep, id) {
+			j.term = w.term
+			w.cfg.Logf("cluster: worker %s: %s adopted by term %d", w.cfg.ID, id, w.term)
+			continue
+		}
+		j.stop()
+	}
+}
+
+// surveyLocked answers a survey: the worker's jobs in detail. REQUIRES: w.mu
+// held.
+func (w *Worker) surveyLocked() *SyncReply {
+	rep := &SyncReply{Worker: w.cfg.ID, Incarnation: w.incarnation, Draining: w.draining, SpecHash: w.specHash}
+	for id, j := range w.jobs {
+		s := j.h.Spec()
+		rep.Running = append(rep.Running, id)
+		if j.leaving {
+			continue
+		}
+		rep.Jobs = append(rep.Jobs, RunningJob{ID: id, Comp: s.Comp.Name, Partition: s.Partition, Lease: s.Lease, Term: j.term})
+	}
+	return rep
 }
 
 func (w *Worker) sync(_ context.Context, req *SyncRequest) (*SyncReply, error) {
@@ -176,6 +212,10 @@ func (w *Worker) sync(_ context.Context, req *SyncRequest) (*SyncReply, error) {
 		return nil, err
 	}
 	w.lastSync, w.fenced = time.Now(), false
+	if req.Survey {
+		return w.surveyLocked(), nil
+	}
+	w.settleLocked(req.Keep)
 	if w.draining && len(w.jobs) == 0 {
 		w.emptySyncs++
 	}
@@ -185,11 +225,12 @@ func (w *Worker) sync(_ context.Context, req *SyncRequest) (*SyncReply, error) {
 	w.node.SetRoutes(req.Routes)
 	for _, id := range req.Stop {
 		if j, ok := w.jobs[id]; ok {
-			j.h.Stop()
+			j.stop()
 		}
 	}
 	for _, id := range req.Finish {
 		if j, ok := w.jobs[id]; ok {
+			j.leaving = true
 			j.h.Finish()
 		}
 	}
@@ -391,7 +432,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.fenced = true
 			w.cfg.Logf("cluster: worker %s: no heartbeat from a controller for %v; stopping its %d jobs", w.cfg.ID, time.Since(w.lastSync).Round(time.Millisecond), len(w.jobs))
 			for _, j := range w.jobs {
-				j.h.Stop()
+				j.stop()
 			}
 		}
 		fenced := w.fenced

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -395,6 +396,51 @@ func (hc *hostCluster) killActiveController() time.Duration {
 	return d
 }
 
+// handOver stops the active controller with SIGTERM (it resigns) and waits
+// for the standby to lead with every partition running; the new leader
+// must have adopted every job its predecessor left running (issue 27, item
+// 2): each partition keeps its job id and lease. It returns how long the
+// pipeline took to be healthy again.
+func (hc *hostCluster) handOver() time.Duration {
+	hc.t.Helper()
+	rec, ok := hc.leader()
+	before := hc.status()
+	if !ok || before == nil || !before.healthy() {
+		hc.t.Fatal("no healthy active controller to hand over from")
+	}
+	jobs := map[string]string{}
+	for _, p := range before.Pipeline.Partitions {
+		jobs[p.Partition] = p.Job
+	}
+	p := hc.procs[rec.ID]
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		hc.t.Fatal(err)
+	}
+	<-p.Done()
+	var after *layout
+	d := hc.eventually("the standby takes over", func() bool {
+		now, ok := hc.leader()
+		after = hc.status()
+		return ok && now.Lease > rec.Lease && after.healthy()
+	})
+	now, _ := hc.leader()
+	kept := 0
+	for _, p := range after.Pipeline.Partitions {
+		if jobs[p.Partition] == p.Job {
+			kept++
+		}
+	}
+	hc.t.Logf("active controller %s stopped (SIGTERM): %s took over (term %d → %d), kept %d of %d jobs; healthy after %v",
+		rec.ID, now.ID, rec.Lease, now.Lease, kept, len(jobs), d.Round(time.Millisecond))
+	// A job of the old term may have failed meanwhile on its own (the
+	// chaos before): every other one must be kept.
+	if kept == 0 {
+		hc.t.Errorf("the new leader adopted none of the %d jobs running at the handover", len(jobs))
+	}
+	hc.startController(rec.ID)
+	return d
+}
+
 // reconnect replaces the test's store after a PostgreSQL restart (its
 // pooled connections are gone).
 func (hc *hostCluster) reconnect() {
@@ -426,8 +472,9 @@ func (hc *hostCluster) reconnectTo(url string) {
 // controllers (one active, one standby), all over TLS with a shared token,
 // run the counter pipeline while the test, at seeded random moments,
 // SIGKILLs every process of a worker host, partitions a worker host's
-// link, kills the active controller's host, restarts PostgreSQL and adds a
-// fourth worker. Properties: a killed host's partitions get replacement
+// link, kills the active controller's host, stops the active controller
+// with SIGTERM (a handover: the standby must adopt the running jobs),
+// restarts PostgreSQL and adds a fourth worker. Properties: a killed host's partitions get replacement
 // commits; a partitioned host's jobs are replaced while it is cut off (its
 // commits fenced by the aborted leases); a standby takes over; after the
 // join no live worker holds more than ⌈8/4⌉ jobs and the new one holds
@@ -472,7 +519,7 @@ func TestMultiHostChaos(t *testing.T) {
 		}
 	}()
 
-	faults := []string{"kill-worker", "kill-worker", "partition", "kill-controller", "restart-postgres", "add-worker"}
+	faults := []string{"kill-worker", "kill-worker", "partition", "kill-controller", "hand-over", "restart-postgres", "add-worker"}
 	r.Shuffle(len(faults), func(i, j int) { faults[i], faults[j] = faults[j], faults[i] })
 	workers := []string{"w1", "w2", "w3"}
 	for _, f := range faults {
@@ -485,6 +532,9 @@ func TestMultiHostChaos(t *testing.T) {
 			hc.partitionWorkerHost(workers[r.IntN(len(workers))])
 		case "kill-controller":
 			hc.killActiveController()
+		case "hand-over":
+			hc.eventually("healthy before the handover", func() bool { return hc.status().healthy() })
+			hc.handOver()
 		case "restart-postgres":
 			// The test's own writes pause meanwhile: an event write whose
 			// outcome is unknown would make the oracle's expectation unknown.

@@ -142,9 +142,15 @@ func caughtUp(t *testing.T, addr string) {
 // controller's GET /metrics.
 func readerInputs(t *testing.T, addr string) float64 {
 	t.Helper()
-	const name = `weir_inputs_total{computation="Reader"} `
+	return metricValue(t, addr, `weir_inputs_total{computation="Reader"}`)
+}
+
+// metricValue reads the sample name (with its labels) of a controller's
+// GET /metrics.
+func metricValue(t *testing.T, addr, name string) float64 {
+	t.Helper()
 	for _, line := range strings.Split(string(adminGet(t, addr, "/metrics")), "\n") {
-		if v, ok := strings.CutPrefix(line, name); ok {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
 				t.Fatal(err)

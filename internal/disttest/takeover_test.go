@@ -11,18 +11,21 @@ import (
 	"github.com/weir-stream/weir/cluster"
 )
 
-// TestTakeoverJobsNotChargedWithOldExits: workers report job exits by job
-// id for a minute. A new leader's job ids must not repeat its
-// predecessor's: before they carried the term, both controllers numbered
-// their jobs from 1, the new leader's fresh jobs were matched with the old
-// jobs' exit records and removed at once ("lease … is aborted", the old
-// lease) and restarted with backoff (issue 23, item 6). The first
-// controller stops (SIGTERM: it resigns and its jobs stop), the second
-// takes over, and none of its jobs may be removed.
-func TestTakeoverJobsNotChargedWithOldExits(t *testing.T) {
+// TestHandoverAdoptsJobs: the active controller stops (SIGTERM: it
+// resigns) while events are in flight; the standby takes over and adopts
+// every running job instead of aborting their leases and starting them
+// again (issue 27, item 2): its /metrics count 8 jobs adopted and none
+// started, no job is removed, each worker says it kept its jobs for the
+// new term, and the counts are exactly once.
+//
+// It also keeps the check of issue 23, item 6: a new leader's jobs must
+// not be charged with its predecessor's exits (workers report exits by job
+// id; before job ids carried the term, both controllers numbered their
+// jobs from 1 and the new leader's fresh jobs were removed at once).
+func TestHandoverAdoptsJobs(t *testing.T) {
 	url, st, c, spec := distSetup(t)
 	ctx := context.Background()
-	startWorkers(t, url, 2)
+	ws := startWorkers(t, url, 2, "-v")
 	r := rand.New(rand.NewPCG(6, 6))
 	counted := func() {
 		t.Helper()
@@ -34,27 +37,45 @@ func TestTakeoverJobsNotChargedWithOldExits(t *testing.T) {
 	}
 	first := start(t, "c1", "controller", "--store", url, "--spec", spec, "--id", "c1", "--lease-timeout", "2s", "-v")
 	first.await(t, "is active", time.Minute)
+	second := start(t, "c2", "controller", "--store", url, "--spec", spec, "--id", "c2", "--lease-timeout", "2s", "-v")
+	admin := adminAddr(t, second)
 	if err := c.Write(ctx, r, 2000, 40, 200); err != nil {
 		t.Fatal(err)
 	}
 	counted()
+	if err := c.Write(ctx, r, 2000, 40, 200); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
 	first.cmd.Process.Signal(syscall.SIGTERM)
 	<-first.done
-
-	second := start(t, "c2", "controller", "--store", url, "--spec", spec, "--id", "c2", "--lease-timeout", "2s", "-v")
 	second.await(t, "is active", time.Minute)
 	eventually(t, "c2 leads", func() bool {
 		rec, ok, err := cluster.ReadLeader(ctx, st)
 		return err == nil && ok && rec.ID == "c2"
 	})
+	counted()
+	t.Logf("from c1's SIGTERM to every event counted: %v", time.Since(stopped).Round(time.Millisecond))
 	if err := c.Write(ctx, r, 2000, 40, 200); err != nil {
 		t.Fatal(err)
 	}
 	counted()
 	checkCounts(t, ctx, c)
+	adopted := metricValue(t, admin, `weir_jobs_total{event="adopted"}`)
+	started := metricValue(t, admin, `weir_jobs_total{event="started"}`)
+	if adopted != 8 || started != 0 {
+		t.Errorf("the new leader adopted %v jobs and started %v; want 8 adopted (every partition), none started:\n%s", adopted, started, tail(second.out.String()))
+	}
 	for _, line := range strings.Split(second.out.String(), "\n") {
 		if strings.Contains(line, "removing job") {
-			t.Errorf("the new leader removed a job of its own: %s", line)
+			t.Errorf("the new leader removed a job: %s", line)
 		}
+	}
+	kept := 0
+	for _, w := range ws {
+		kept += strings.Count(w.out.String(), "adopted by term")
+	}
+	if kept != 8 {
+		t.Errorf("the workers kept %d jobs for the new term, want 8", kept)
 	}
 }
