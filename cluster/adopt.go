@@ -7,7 +7,6 @@ import (
 	"github.com/weir-stream/weir/controller"
 	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
-	"github.com/weir-stream/weir/transport"
 )
 
 // A new leader adopts the jobs its predecessor left running instead of
@@ -19,10 +18,10 @@ import (
 //     job there any more, and its answer lists every job it runs.
 //  2. choose (adoptable): a job is adopted if it runs the spec this leader
 //     runs, its lease was recorded by a leader (FencedStore.CreateLease: a
-//     lease that could not be recorded was aborted), no other answer claims
-//     its partition, and a ping of its lease succeeds — so it is alive and
-//     lives another lease timeout, which the controller's first cycle
-//     extends.
+//     lease that could not be recorded was aborted), and
+//     controller.Adoptable takes it: no other answer claims its partition,
+//     and a ping of its lease succeeds — so it is alive and lives another
+//     lease timeout, which the controller's first cycle extends.
 //  3. abort every other recorded lease (AbortRecorded; each a barrier), as
 //     a leader without adoption aborted them all.
 //  4. the controller installs the adopted jobs where its layout has their
@@ -94,59 +93,33 @@ func (w *RemoteWorker) surveyOnce(ctx context.Context) (*SyncReply, bool) {
 }
 
 // adoptable chooses the jobs to adopt from the survey's answers (step 2
-// above): those whose lease is in recorded, on the spec specHash, alone on
-// their partition, and whose lease a ping extends.
-func adoptable(ctx context.Context, st store.Store, found []surveyed, recorded map[store.LeaseID]bool, specHash string, logf func(string, ...any)) []candidate {
-	byPartition := map[transport.PartitionID][]candidate{}
+// above): those on the spec specHash whose lease is in recorded, passed
+// through controller.Adoptable (alone on their partition, a live lease).
+// Each gets a handle the pool's heartbeats name in Keep.
+func (p *Pool) adoptable(ctx context.Context, st store.Store, found []surveyed, recorded map[store.LeaseID]bool, specHash string) []controller.Adoptee {
+	var offers []controller.Adoptee
 	for _, s := range found {
 		if s.rep.SpecHash != specHash {
 			if len(s.rep.Jobs) > 0 {
-				logf("cluster: worker %s runs spec %s, not %s: none of its %d jobs is adopted", s.w.id, orNone(s.rep.SpecHash), specHash, len(s.rep.Jobs))
+				p.cfg.Logf("cluster: worker %s runs spec %s, not %s: none of its %d jobs is adopted", s.w.id, orNone(s.rep.SpecHash), specHash, len(s.rep.Jobs))
 			}
 			continue
 		}
 		for _, j := range s.rep.Jobs {
 			if recorded[j.Lease] {
-				byPartition[j.Partition.ID] = append(byPartition[j.Partition.ID], candidate{w: s.w, inc: s.rep.Incarnation, job: j})
+				offers = append(offers, controller.Adoptee{JobID: j.ID, Comp: j.Comp, Partition: j.Partition,
+					Lease: j.Lease, Worker: s.w, Incarnation: int(s.rep.Incarnation), Handle: &RemoteHandle{w: s.w, id: j.ID, adopted: true}})
 			}
 		}
 	}
-	var out []candidate
-	for pid, cs := range byPartition {
-		if len(cs) > 1 {
-			logf("cluster: %d running jobs claim partition %s: none is adopted", len(cs), pid)
-			continue
-		}
-		c := cs[0]
-		if err := st.PingLease(ctx, c.job.Lease); err != nil {
-			logf("cluster: job %s is not adopted: ping of its lease %s: %v", c.job.ID, c.job.Lease, err)
-			continue
-		}
-		out = append(out, c)
+	chosen := controller.Adoptable(ctx, st, offers, p.cfg.Logf)
+	for _, a := range chosen {
+		h := a.Handle.(*RemoteHandle)
+		h.w.mu.Lock()
+		h.w.handles[a.JobID] = h
+		h.w.mu.Unlock()
 	}
-	return out
-}
-
-// candidate is a job chosen for adoption, on worker w's life inc.
-type candidate struct {
-	w   *RemoteWorker
-	inc uint64
-	job RunningJob
-}
-
-// adopt gives the pool a handle on each chosen job, named in Keep by the
-// worker's heartbeats, and returns them for controller.Adopt.
-func (p *Pool) adopt(cs []candidate) []controller.Adoptee {
-	out := make([]controller.Adoptee, 0, len(cs))
-	for _, c := range cs {
-		h := &RemoteHandle{w: c.w, id: c.job.ID, adopted: true}
-		c.w.mu.Lock()
-		c.w.handles[c.job.ID] = h
-		c.w.mu.Unlock()
-		out = append(out, controller.Adoptee{JobID: c.job.ID, Comp: c.job.Comp, Partition: c.job.Partition,
-			Lease: c.job.Lease, Worker: c.w, Incarnation: int(c.inc), Handle: h})
-	}
-	return out
+	return chosen
 }
 
 // keepList returns the adopted jobs a heartbeat names in Keep. REQUIRES:

@@ -175,10 +175,10 @@ func takeOver(ctx context.Context, st *FencedStore, pool *Pool, specHash string,
 	if err != nil {
 		return nil, err
 	}
-	chosen := adoptable(ctx, st, found, recorded, specHash, logf)
+	chosen := pool.adoptable(ctx, st, found, recorded, specHash)
 	keep := make(map[store.LeaseID]bool, len(chosen))
-	for _, c := range chosen {
-		keep[c.job.Lease] = true
+	for _, a := range chosen {
+		keep[a.Lease] = true
 	}
 	n, err := st.AbortRecorded(ctx, recorded, keep)
 	if err != nil {
@@ -187,7 +187,7 @@ func takeOver(ctx context.Context, st *FencedStore, pool *Pool, specHash string,
 	if n > 0 || len(chosen) > 0 {
 		logf("cluster: adopting %d jobs of earlier controllers, aborted %d other job leases", len(chosen), n)
 	}
-	return pool.adopt(chosen), nil
+	return chosen, nil
 }
 
 // forgetWorkers sweeps the registrations of silent workers (registrationGC)

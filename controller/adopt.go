@@ -8,6 +8,7 @@ import (
 
 	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/transport"
 )
 
 // Adoption: a controller that takes over from an earlier one (a new leader
@@ -22,9 +23,9 @@ import (
 // taker-over's ownership of every live lease. The caller (cluster) offers
 // only jobs whose lease its predecessor recorded, that a worker reported
 // running after it accepted the new term (so no deposed controller can
-// start or stop a job there any more), that run the same spec, and whose
-// lease was alive when the caller pinged it; a partition claimed by two
-// jobs is offered for neither. The controller then installs an adoptee
+// start or stop a job there any more) and that run the same spec, and
+// passes them through Adoptable: a partition claimed by two jobs is
+// adopted for neither, and a lease must be alive. The controller then installs an adoptee
 // only where its computation and partition are exactly a partition of its
 // own layout: anything else (a spec's layout changed, a source partition
 // not listed now) is stopped and its lease aborted before the first cycle
@@ -42,6 +43,33 @@ type Adoptee struct {
 	// Incarnation of Worker that runs the job.
 	Incarnation int
 	Handle      Handle
+}
+
+// Adoptable returns the offers that may be adopted: those alone on their
+// partition (two jobs claiming one partition: neither, whichever may be a
+// zombie) whose lease a ping finds alive — which also extends it by a
+// lease timeout, time enough for the first cycle to ping it again. The
+// caller has kept only jobs that cannot be reached by the controller they
+// leave (cluster: a worker that accepted the new term) and whose lease a
+// controller created for them.
+func Adoptable(ctx context.Context, st store.Store, offers []Adoptee, logf func(string, ...any)) []Adoptee {
+	claims := map[transport.PartitionID]int{}
+	for _, a := range offers {
+		claims[a.Partition.ID]++
+	}
+	var out []Adoptee
+	for _, a := range offers {
+		if n := claims[a.Partition.ID]; n > 1 {
+			logf("controller: job %s is not adopted: %d running jobs claim partition %s", a.JobID, n, a.Partition.ID)
+			continue
+		}
+		if err := st.PingLease(ctx, a.Lease); err != nil {
+			logf("controller: job %s is not adopted: ping of its lease %s: %v", a.JobID, a.Lease, err)
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // Adopt offers jobs left running by an earlier controller; the first
@@ -64,6 +92,11 @@ func (c *Controller) adoptLaidOut(now time.Time) []Adoptee {
 	for _, a := range c.adoptees {
 		p, ok := c.partitions[a.Partition.ID]
 		if !ok || p.comp.Name != a.Comp || p.spec != a.Partition || p.job != nil {
+			if ok && p.job == nil {
+				// The partition's next lease must wait for this one's
+				// abort (startJob checks it under invariants).
+				p.lastLease = a.Lease
+			}
 			rest = append(rest, a)
 			continue
 		}

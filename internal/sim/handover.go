@@ -53,7 +53,7 @@ func (s *Sim) Handover(drop []transport.PartitionID, misfit transport.PartitionI
 			offer = append(offer, a)
 		}
 	}
-	if err := ctl.Adopt(offer); err != nil {
+	if err := ctl.Adopt(controller.Adoptable(s.ctx, s.Store, offer, s.logf)); err != nil {
 		return err
 	}
 	s.Ctl = ctl
