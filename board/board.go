@@ -191,10 +191,14 @@ func (b *Board) Decided() <-chan struct{} { return b.decided }
 
 // Assign makes job the owner of partition p and forgets p's last status (it
 // was posted by an earlier job). The controller calls it before the job
-// starts, so the job's first post is accepted.
+// starts, so the job's first post is accepted. Assigning the owner again (a
+// controller adopting the job) keeps its status.
 func (b *Board) Assign(p transport.PartitionID, job plan.JobID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.owners[p] == job && job != "" {
+		return // the same job (a controller taking it over): its status stays
+	}
 	b.owners[p] = job
 	delete(b.statuses, p)
 }

@@ -338,6 +338,7 @@ func (c *Controller) Load(ctx context.Context) error {
 	if err := m.load(ctx, c.cfg.Store, c.cfg.Plan); err != nil {
 		return err
 	}
+	m.raiseToPublished(c.cfg.Board, c.cfg.Plan)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.marks = m

@@ -99,6 +99,32 @@ func (m *marks) encode() []byte {
 	return b
 }
 
+// raiseToPublished raises the marks to what board already published: the
+// controls of a controller that this one takes over from in the same
+// process (the simulations' handover; controller/adopt.go). Those
+// watermarks stay true — jobs may have relied on them — and a board's
+// published watermarks never go down, as a worker raises a new leader's
+// lower ones in the distributed mode (cluster/worker.go: raise). A
+// computation's event watermark is the lowest of its inputs', so each
+// input's is at least it; a completed upstream's far-future one is not
+// carried (completion is found again, and never persisted).
+func (m *marks) raiseToPublished(b *board.Board, pl *plan.Plan) {
+	for _, name := range pl.Order() {
+		ctl := b.Control(name)
+		for s, wm := range ctl.InputSystemWM {
+			m.system[s] = max(m.system[s], wm)
+		}
+		if ctl.UpstreamDone || !ctl.EventWM.Before(farFuture) {
+			continue
+		}
+		for _, s := range pl.Computations[name].Inputs {
+			if ctl.EventWM.After(m.event[s]) {
+				m.event[s] = ctl.EventWM
+			}
+		}
+	}
+}
+
 // load reads the dedup floors and the persisted watermarks.
 func (m *marks) load(ctx context.Context, st store.Store, pl *plan.Plan) error {
 	for _, name := range pl.Order() {
