@@ -113,6 +113,9 @@ type FaultSet struct {
 	// NewPartition: the last source partition is hidden until an episode
 	// reveals it (needs two source partitions or more).
 	NewPartition bool
+	// Handover: the controller is replaced, as a new leader takes over,
+	// by one that adopts the running jobs (controller.Adopt).
+	Handover bool
 }
 
 func (f FaultSet) String() string {
@@ -122,7 +125,8 @@ func (f FaultSet) String() string {
 		name string
 	}{{f.Crash, "crash"}, {f.Zombie, "zombie"}, {f.WorkerLoss, "worker-loss"}, {f.Ambiguous, "ambiguous"},
 		{f.AckLoss, "ack-loss"}, {f.Redeliver, "redeliver"}, {f.StoreError, "store-error"}, {f.PowerLoss, "power-loss"},
-		{f.ExpireLease, "expire-lease"}, {f.PauseStop, "pause-stop"}, {f.NewPartition, "new-partition"}} {
+		{f.ExpireLease, "expire-lease"}, {f.PauseStop, "pause-stop"}, {f.NewPartition, "new-partition"},
+		{f.Handover, "handover"}} {
 		if x.on {
 			on = append(on, x.name)
 		}
@@ -150,6 +154,9 @@ const (
 	// (a topic's partition count grew): its rows carry write times from
 	// before the stream's watermark and must still be processed once.
 	EpNewPartition EpisodeKind = "new-partition"
+	// EpHandover replaces the controller by a new one that adopts the
+	// running jobs (sim.handover).
+	EpHandover EpisodeKind = "handover"
 )
 
 // Episode is one discrete fault.
@@ -310,6 +317,11 @@ func Draw(seed uint64, messages int) Scenario {
 	// full buffer blocks its senders' input at every epoch.
 	sc.Config.BufferRows = []int{0, transport.RowLimit(sc.Config.BatchRows), 1}[r.IntN(3)]
 	sc.Config.SourceWake = r.IntN(2) == 0
+	// Drawn after the others, so that adding it left every other draw of a
+	// seed as it was.
+	sc.Faults.Handover = r.IntN(3) == 0
+	episodes(sc.Faults.Handover, EpHandover, 2*longer)
+	sortEpisodes(sc.Episodes)
 	// The first zombie freezes before its commit, so that every seed with
 	// zombies has a zombie commit for the fence to reject.
 	for i := range sc.Episodes {

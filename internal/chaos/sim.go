@@ -162,17 +162,20 @@ type sim struct {
 
 // life is one incarnation of the engine process.
 type life struct {
-	n        int
-	fault    *walFault
-	raw      *pstore.Store
-	st       *faultStore
-	hub      *transport.Hub
-	board    *board.Board
-	ctl      *controller.Controller
-	workers  []*worker.Worker
-	hooks    *hooks
-	obs      *observer
-	crashing atomic.Bool // set before a power loss's clone is taken
+	n       int
+	fault   *walFault
+	raw     *pstore.Store
+	st      *faultStore
+	hub     *transport.Hub
+	board   *board.Board
+	ctl     *controller.Controller
+	pl      *plan.Plan
+	workers []*worker.Worker
+	// handovers counts the controllers that took over in this life.
+	handovers int
+	hooks     *hooks
+	obs       *observer
+	crashing  atomic.Bool // set before a power loss's clone is taken
 
 	// panicked: Pebble panicked inside a store call; the process is dead
 	// (its store is abandoned, not closed: Pebble's commit pipeline may
@@ -299,22 +302,63 @@ func (s *sim) startLife(ctx context.Context) error {
 	for i := 0; i < s.sc.Workers; i++ {
 		l.workers = append(l.workers, worker.New(fmt.Sprintf("w%d", i), l.st, env))
 	}
-	l.ctl, err = controller.New(controller.Config{
-		Plan: pl, Store: l.st, Hub: l.hub, Board: l.board, Workers: worker.ForController(l.workers),
-		LeaseTimeout: s.sc.LeaseTimeout, LeasePingPeriod: s.sc.LeaseTimeout / 5, LostWorkerTimeout: s.sc.LostTimeout,
-		// The simulated clock may stand still (ClockStep 0): a crashed job
-		// restarts in the next cycle, as before restart backoff existed.
-		RestartBackoff: -1, SourceRelistPeriod: 100 * time.Millisecond, Rand: rand.New(rand.NewPCG(s.sc.Seed, uint64(s.lives))), Logf: s.logf,
-	})
-	if err == nil {
-		err = l.ctl.Load(ctx)
-	}
-	if err != nil {
+	l.pl = pl
+	if l.ctl, err = s.newController(ctx, l, ""); err != nil {
 		raw.Close()
 		return err
 	}
 	l.obs = startObserver(s, l)
 	s.life = l
+	return nil
+}
+
+// newController builds and loads a controller of life l whose job ids
+// start with prefix (a controller taking over: handover).
+func (s *sim) newController(ctx context.Context, l *life, prefix string) (*controller.Controller, error) {
+	ctl, err := controller.New(controller.Config{
+		Plan: l.pl, Store: l.st, Hub: l.hub, Board: l.board, Workers: worker.ForController(l.workers), JobIDPrefix: prefix,
+		LeaseTimeout: s.sc.LeaseTimeout, LeasePingPeriod: s.sc.LeaseTimeout / 5, LostWorkerTimeout: s.sc.LostTimeout,
+		// The simulated clock may stand still (ClockStep 0): a crashed job
+		// restarts in the next cycle, as before restart backoff existed.
+		RestartBackoff: -1, SourceRelistPeriod: 100 * time.Millisecond, Rand: rand.New(rand.NewPCG(s.sc.Seed, uint64(s.lives)+uint64(l.handovers)<<32)), Logf: s.logf,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ctl, ctl.Load(ctx)
+}
+
+// handover replaces l's controller as a new leader of the distributed
+// mode takes over (cluster/adopt.go): the old controller acts no more (a
+// deposed one is fenced), and a new one loads the persisted state and is
+// offered every job the workers run — zombies and jobs being removed too,
+// whose aborted or expired leases controller.Adoptable refuses, as it
+// refuses two jobs of one partition. The jobs it does not adopt are left
+// to end on their own: their leases are dead.
+func (s *sim) handover(ctx context.Context, l *life) error {
+	l.handovers++
+	ctl, err := s.newController(ctx, l, fmt.Sprintf("h%d.", l.handovers))
+	if err != nil {
+		return fmt.Errorf("handover: %w", err)
+	}
+	var offers []controller.Adoptee
+	for _, w := range l.workers {
+		for _, h := range w.Jobs() {
+			if done, _ := h.Done(); done {
+				continue
+			}
+			sp := h.Spec()
+			offers = append(offers, controller.Adoptee{JobID: sp.JobID, Comp: sp.Comp.Name, Partition: sp.Partition,
+				Lease: sp.Lease, Worker: w, Incarnation: w.Incarnation(), Handle: h})
+		}
+	}
+	adopted := controller.Adoptable(ctx, l.st, offers, s.logf)
+	if err := ctl.Adopt(adopted); err != nil {
+		return fmt.Errorf("handover: %w", err)
+	}
+	l.ctl = ctl
+	s.logf("handover: a new controller adopts %d of %d running jobs", len(adopted), len(offers))
+	s.stats.add(func(st *Stats) { st.Handovers++; st.Adopted += len(adopted) })
 	return nil
 }
 
@@ -836,6 +880,8 @@ func (s *sim) step(ctx context.Context, ep *episode) (bool, error) {
 		return true, nil // release reveals the partition (see sim.release)
 	case EpPauseStop:
 		return s.pauseStop(ctx, l, ep, now)
+	case EpHandover:
+		return true, s.handover(ctx, l)
 	}
 	return false, nil
 }

@@ -33,6 +33,8 @@ type Stats struct {
 	PowerLosses                              int
 	PauseStops                               int // pause → stop (drained) → start episodes completed
 	NewPartitions                            int // source partitions revealed while running
+	Handovers                                int // the controller replaced by one that adopts the running jobs
+	Adopted                                  int // … jobs it adopted (the others restarted)
 	DeadLetters                              int // poisoned rows dead-lettered (Workload.Poison), checked exactly once each
 	PebblePanics                             int // Pebble panicked on a failed WAL: a process crash
 	Restarts                                 int // process restarts (store errors + power losses)
@@ -79,6 +81,8 @@ func (s *Stats) Add(o Stats) {
 	s.PowerLosses += o.PowerLosses
 	s.PauseStops += o.PauseStops
 	s.NewPartitions += o.NewPartitions
+	s.Handovers += o.Handovers
+	s.Adopted += o.Adopted
 	s.DeadLetters += o.DeadLetters
 	s.PebblePanics += o.PebblePanics
 	s.Restarts += o.Restarts
@@ -105,7 +109,7 @@ func (s Stats) CrashTotal() int {
 // FaultTotal is the number of injected faults of every type.
 func (s Stats) FaultTotal() int {
 	return s.CrashTotal() + s.ZombieEpisodes + s.WorkerLosses + s.AmbiguousApplied + s.AmbiguousLost + s.AmbiguousLate +
-		s.AcksLost + s.Redeliveries + s.StoreErrors + s.PowerLosses + s.PauseStops + s.NewPartitions
+		s.AcksLost + s.Redeliveries + s.StoreErrors + s.PowerLosses + s.PauseStops + s.NewPartitions + s.Handovers
 }
 
 // statsBox is a Stats shared by a run's goroutines.
