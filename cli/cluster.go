@@ -107,7 +107,7 @@ func runWorker(o *Options, args []string) error {
 	advertise := fs.String("advertise", "", "address other processes reach this worker at (default: --listen)")
 	id := fs.String("id", "", "worker name (default: the advertised address)")
 	drainTimeout := fs.Duration("drain-timeout", time.Minute, "on SIGTERM, how long to wait for the jobs to move away")
-	lost := fs.Duration("lost-timeout", 3*time.Second, "without a controller heartbeat for this long, stop the jobs (they are replaced)")
+	lost := fs.Duration("lost-timeout", 3*time.Second, "without a controller heartbeat for this long and the pipeline's lease_timeout, stop the jobs (they are replaced, or a new leader adopts them before that)")
 	verbose := fs.Bool("v", false, "log job and transport events")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the worker's whole life to this file")
 	sf := addSecurityFlags(fs)

@@ -55,7 +55,9 @@ type WorkerConfig struct {
 	Dial func(addr string) (grpc.ClientConnInterface, error)
 	// LostTimeout: without a heartbeat of the active controller for this
 	// long, the worker stops its jobs (a controller that lost it replaced
-	// them; they are fenced anyway). Default 3s.
+	// them; they are fenced anyway) — but not before the pipeline's
+	// lease_timeout has passed too: until then their leases may live, and
+	// a new leader taking over from a dead one may adopt them. Default 3s.
 	LostTimeout time.Duration
 	BufferBytes int
 	Hooks       job.Hooks
@@ -78,11 +80,14 @@ type Worker struct {
 	specHash string
 	plan     *plan.Plan
 	runner   *worker.Worker
-	jobs     map[plan.JobID]*runningJob
-	exited   map[plan.JobID]exitRecord
-	lastSync time.Time
-	draining bool
-	fenced   bool // jobs stopped for want of heartbeats
+	// leaseTimeout is the plan's job lease timeout (Run's fence waits for
+	// it too).
+	leaseTimeout time.Duration
+	jobs         map[plan.JobID]*runningJob
+	exited       map[plan.JobID]exitRecord
+	lastSync     time.Time
+	draining     bool
+	fenced       bool // jobs stopped for want of heartbeats
 	// emptySyncs counts the heartbeats answered while draining with no
 	// job left (Drained).
 	emptySyncs int
@@ -374,7 +379,7 @@ func (w *Worker) planFor(ctx context.Context, hash string) (*worker.Worker, *pla
 		CloseWait: engine.SinkCloseWait(sp)}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.plan, w.specHash = pl, hash
+	w.plan, w.specHash, w.leaseTimeout = pl, hash, sp.Dynamic.LeaseTimeout.Std()
 	w.runner = worker.New(w.cfg.ID, w.cfg.Store, env)
 	return w.runner, pl, nil
 }
@@ -414,9 +419,10 @@ func (w *Worker) Jobs() int {
 }
 
 // Run watches the controller's heartbeats until ctx ends: without one for
-// LostTimeout, every job stops (the controller declared the worker lost and
-// replaced them; their leases are aborted, so stopping them only frees the
-// worker). When ctx ends, every job stops and the worker unregisters.
+// LostTimeout and the plan's lease timeout, every job stops (the
+// controller declared the worker lost and replaced them, or their leases
+// expired with no leader to adopt them; they cannot commit, so stopping
+// them only frees the worker). When ctx ends, every job stops and the worker unregisters.
 func (w *Worker) Run(ctx context.Context) error {
 	t := time.NewTicker(w.cfg.LostTimeout / 4)
 	defer t.Stop()
@@ -428,7 +434,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 		w.mu.Lock()
-		if !w.fenced && time.Since(w.lastSync) > w.cfg.LostTimeout {
+		if limit := max(w.cfg.LostTimeout, w.leaseTimeout); !w.fenced && time.Since(w.lastSync) > limit {
 			w.fenced = true
 			w.cfg.Logf("cluster: worker %s: no heartbeat from a controller for %v; stopping its %d jobs", w.cfg.ID, time.Since(w.lastSync).Round(time.Millisecond), len(w.jobs))
 			for _, j := range w.jobs {
