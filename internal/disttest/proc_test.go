@@ -161,6 +161,12 @@ func distSetup(t *testing.T) (string, store.Store, *Counter, string) {
 // listens; extra goes on every command line (e.g. "-v").
 func startWorkers(t *testing.T, url string, n int, extra ...string) []*proc {
 	t.Helper()
+	return startWorkersBin(t, weirBin, url, n, extra...)
+}
+
+// startWorkersBin is startWorkers with another weir binary.
+func startWorkersBin(t *testing.T, bin, url string, n int, extra ...string) []*proc {
+	t.Helper()
 	ports, err := testproc.FreePorts(n)
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +174,7 @@ func startWorkers(t *testing.T, url string, n int, extra ...string) []*proc {
 	var ws []*proc
 	for i, port := range ports {
 		args := append([]string{"worker", "--store", url, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--id", fmt.Sprintf("w%d", i)}, extra...)
-		w := start(t, fmt.Sprintf("w%d", i), args...)
+		w := startBin(t, bin, fmt.Sprintf("w%d", i), args...)
 		w.await(t, "listening on", time.Minute)
 		ws = append(ws, w)
 	}
