@@ -99,15 +99,12 @@ func commands() []command {
 		{"store", "check a store for damage; create a PostgreSQL store's schema", runStore},
 		{"bench", "measure throughput and latency by processing mode", runBench},
 		{"chaos", "run the fault-injection simulation and print its figures", runChaos},
-		{"version", "print the version", func(o *Options, _ []string) error {
-			fmt.Fprintln(o.Stdout, "weir", Version)
+		{"version", "print the version, its control protocol and store schema versions", func(o *Options, _ []string) error {
+			printVersion(o.Stdout)
 			return nil
 		}},
 	}
 }
-
-// Version is the weir version.
-var Version = "0.1.0-dev"
 
 // errUsage marks an error already explained by a usage message.
 var errUsage = errors.New("usage")

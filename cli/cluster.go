@@ -151,7 +151,7 @@ func runWorker(o *Options, args []string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w, err := cluster.NewWorker(ctx, cluster.WorkerConfig{ID: *id, Addr: addr, Store: st, Classes: o.Classes, Connectors: o.Connectors,
-		Dial: sf.dial(sec), LostTimeout: *lost, Logf: logf})
+		Dial: sf.dial(sec), LostTimeout: *lost, Release: release(), Logf: logf})
 	if err != nil {
 		ln.Close()
 		return err

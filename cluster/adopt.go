@@ -78,12 +78,15 @@ func (w *RemoteWorker) surveyOnce(ctx context.Context) (*SyncReply, bool) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	defer cancel()
-	rep, err := invoke[SyncRequest, SyncReply](cctx, conn, "Sync", &SyncRequest{Term: p.cfg.Term, Survey: true})
+	rep, err := invoke[SyncRequest, SyncReply](cctx, conn, "Sync", &SyncRequest{Term: p.cfg.Term, Version: ProtocolVersion, Survey: true})
 	if err != nil {
 		if isDeposed(err) {
 			p.deposedNow()
 		}
 		p.cfg.Logf("cluster: survey of worker %s: %v (none of its jobs is adopted)", w.id, err)
+		return nil, false
+	}
+	if w.checkVersion(rep.Version, ""); !compatible(rep.Version, ProtocolVersion) {
 		return nil, false
 	}
 	w.mu.Lock()

@@ -155,9 +155,11 @@ func (p *Pool) entry(ctx context.Context, r Registration) *RemoteWorker {
 		w.mu.Lock()
 		w.addr = r.Addr
 		w.mu.Unlock()
+		w.checkVersion(r.Version, r.Release)
 		return w
 	}
 	w := &RemoteWorker{pool: p, id: r.ID, addr: r.Addr, handles: map[plan.JobID]*RemoteHandle{}, counters: map[string]board.Counters{}}
+	w.checkVersion(r.Version, r.Release)
 	w.ctx, w.cancel = context.WithCancel(ctx)
 	p.workers[r.ID] = w
 	p.relist()
@@ -248,16 +250,23 @@ type RemoteWorker struct {
 	// beating: Run started its heartbeats. Guarded by the pool's mu.
 	beating bool
 
-	mu          sync.Mutex
-	addr        string
-	conn        grpc.ClientConnInterface
-	connAddr    string
-	incarnation uint64
-	lastBeat    time.Time // store clock
-	draining    bool
-	handles     map[plan.JobID]*RemoteHandle
-	counters    map[string]board.Counters
-	countersInc uint64
+	mu   sync.Mutex
+	addr string
+	// version and release: the worker's protocol version and build, from
+	// its registration or its last answer; incompatible: the version is
+	// more than one apart from this controller's (the worker gets no job
+	// and no heartbeat).
+	version      int
+	release      string
+	incompatible bool
+	conn         grpc.ClientConnInterface
+	connAddr     string
+	incarnation  uint64
+	lastBeat     time.Time // store clock
+	draining     bool
+	handles      map[plan.JobID]*RemoteHandle
+	counters     map[string]board.Counters
+	countersInc  uint64
 }
 
 // ID implements controller.Worker.
@@ -271,11 +280,26 @@ func (w *RemoteWorker) Incarnation() int {
 }
 
 // AliveAt implements controller.Worker: the worker answered a heartbeat
-// within timeout before now.
+// within timeout before now, and speaks a compatible protocol version.
 func (w *RemoteWorker) AliveAt(now time.Time, timeout time.Duration) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return !w.lastBeat.IsZero() && now.Sub(w.lastBeat) < timeout
+	return !w.incompatible && !w.lastBeat.IsZero() && now.Sub(w.lastBeat) < timeout
+}
+
+// checkVersion records the worker's protocol version and release (from its
+// registration or an answer), and logs when it turns incompatible.
+func (w *RemoteWorker) checkVersion(version int, release string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	bad := !compatible(version, ProtocolVersion)
+	if bad && !w.incompatible {
+		w.pool.cfg.Logf("cluster: %s", incompatibleWorker(w.id, version))
+	}
+	w.version, w.incompatible = versionOf(version), bad
+	if release != "" {
+		w.release = release
+	}
 }
 
 // Load implements controller.Worker: jobs started and not known to have exited.
@@ -330,7 +354,7 @@ func (w *RemoteWorker) Start(s plan.JobSpec) (controller.Handle, error) {
 	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), w.pool.cfg.CallTimeout)
 	defer cancel()
-	req := &StartRequest{Term: w.pool.cfg.Term, SpecHash: w.pool.cfg.SpecHash, Comp: s.Comp.Name, Partition: s.Partition,
+	req := &StartRequest{Term: w.pool.cfg.Term, Version: ProtocolVersion, SpecHash: w.pool.cfg.SpecHash, Comp: s.Comp.Name, Partition: s.Partition,
 		JobID: s.JobID, Lease: s.Lease, Seed: s.Seed, Incarnation: inc}
 	if _, err := invoke[StartRequest, StartReply](ctx, conn, "Start", req); err != nil {
 		if isDeposed(err) {
@@ -372,11 +396,17 @@ func (w *RemoteWorker) syncOnce(ctx context.Context) {
 	if p.ctl == nil {
 		return
 	}
+	w.mu.Lock()
+	incompatible := w.incompatible
+	w.mu.Unlock()
+	if incompatible {
+		return // until its registration says otherwise (a new release)
+	}
 	conn, err := w.client()
 	if err != nil {
 		return
 	}
-	req := &SyncRequest{Term: p.cfg.Term, Controls: map[string]board.Control{}}
+	req := &SyncRequest{Term: p.cfg.Term, Version: ProtocolVersion, Controls: map[string]board.Control{}}
 	for _, name := range p.plan.Order() {
 		req.Controls[name] = p.cfg.Board.Control(name)
 	}
@@ -415,6 +445,9 @@ func (w *RemoteWorker) syncOnce(ctx context.Context) {
 	if w.failures > 0 {
 		p.cfg.Logf("cluster: worker %s answers heartbeats again after %d failed", w.id, w.failures)
 		w.failures = 0
+	}
+	if w.checkVersion(rep.Version, ""); !compatible(rep.Version, ProtocolVersion) {
+		return
 	}
 	now := p.cfg.Store.Now()
 	for _, s := range rep.Statuses {
@@ -513,12 +546,17 @@ func (h *RemoteHandle) setDone(err error) { h.done, h.err = true, err }
 
 // WorkerStatus describes one worker for the admin API.
 type WorkerStatus struct {
-	ID          string `json:"id"`
-	Addr        string `json:"addr"`
-	Incarnation uint64 `json:"incarnation"`
-	Alive       bool   `json:"alive"`
-	Draining    bool   `json:"draining"`
-	Jobs        int    `json:"jobs"`
+	ID   string `json:"id"`
+	Addr string `json:"addr"`
+	// Version is the worker's control protocol version, Release its build;
+	// Incompatible: more than one version apart from the controller's.
+	Version      int    `json:"version"`
+	Release      string `json:"release,omitempty"`
+	Incompatible bool   `json:"incompatible,omitempty"`
+	Incarnation  uint64 `json:"incarnation"`
+	Alive        bool   `json:"alive"`
+	Draining     bool   `json:"draining"`
+	Jobs         int    `json:"jobs"`
 }
 
 // Status lists the workers.
@@ -530,7 +568,8 @@ func (p *Pool) Status() []WorkerStatus {
 		alive := w.AliveAt(now, p.cfg.AliveTimeout)
 		jobs := w.Load()
 		w.mu.Lock()
-		out = append(out, WorkerStatus{ID: w.id, Addr: w.addr, Incarnation: w.incarnation, Alive: alive, Draining: w.draining, Jobs: jobs})
+		out = append(out, WorkerStatus{ID: w.id, Addr: w.addr, Version: w.version, Release: w.release, Incompatible: w.incompatible,
+			Incarnation: w.incarnation, Alive: alive, Draining: w.draining, Jobs: jobs})
 		w.mu.Unlock()
 	}
 	return out

@@ -17,7 +17,9 @@ import (
 // the embedded engine's board holds in memory — each computation's control
 // — plus the routes of every partition's current job, and the jobs to stop.
 type SyncRequest struct {
-	Term     uint64                   `json:"term"`
+	Term uint64 `json:"term"`
+	// Version is the controller's ProtocolVersion (absent: 1).
+	Version  int                      `json:"version,omitempty"`
 	Controls map[string]board.Control `json:"controls"`
 	Routes   []remote.Route           `json:"routes"`
 	// Stop lists jobs to stop now; Finish jobs to stop after their epoch
@@ -38,7 +40,9 @@ type SyncRequest struct {
 
 // SyncReply is a worker's answer: its life, its jobs and their statuses.
 type SyncReply struct {
-	Worker      string `json:"worker"`
+	Worker string `json:"worker"`
+	// Version is the worker's ProtocolVersion (absent: 1).
+	Version     int    `json:"version,omitempty"`
 	Incarnation uint64 `json:"incarnation"`
 	// Draining: the worker is being emptied (it takes no new job).
 	Draining bool `json:"draining,omitempty"`
@@ -69,6 +73,8 @@ type RunningJob struct {
 // StartRequest starts a job whose lease exists already.
 type StartRequest struct {
 	Term uint64 `json:"term"`
+	// Version is the controller's ProtocolVersion (absent: 1).
+	Version int `json:"version,omitempty"`
 	// SpecHash names the pipeline spec the controller runs (stored in
 	// flow_state): a worker that has another one loads it first.
 	SpecHash  string             `json:"spec_hash"`

@@ -22,6 +22,10 @@ type Registration struct {
 	// Incarnation identifies the process's life: a store timestamp taken
 	// at start, so a restarted worker has a larger one.
 	Incarnation uint64 `json:"incarnation"`
+	// Version is the worker's ProtocolVersion (absent: 1), and Release its
+	// build's release, for status.
+	Version int    `json:"version,omitempty"`
+	Release string `json:"release,omitempty"`
 }
 
 // Register writes (or replaces) the worker's row.

@@ -61,7 +61,10 @@ type WorkerConfig struct {
 	LostTimeout time.Duration
 	BufferBytes int
 	Hooks       job.Hooks
-	Logf        func(format string, args ...any)
+	// Release is the build's release (weir's version), registered for
+	// status.
+	Release string
+	Logf    func(format string, args ...any)
 }
 
 // Worker is a worker process: it runs the jobs the active controller starts
@@ -134,10 +137,15 @@ func NewWorker(ctx context.Context, cfg WorkerConfig) (*Worker, error) {
 		node:   remote.NewNode(remote.Config{Worker: cfg.ID, Addr: cfg.Addr, BufferBytes: cfg.BufferBytes, Dial: cfg.Dial, Logf: cfg.Logf}),
 		jobs:   map[plan.JobID]*runningJob{},
 		exited: map[plan.JobID]exitRecord{}, lastSync: time.Now()}
-	if err := Register(ctx, cfg.Store, Registration{ID: cfg.ID, Addr: cfg.Addr, Incarnation: w.incarnation}); err != nil {
+	if err := Register(ctx, cfg.Store, w.registration()); err != nil {
 		return nil, err
 	}
 	return w, nil
+}
+
+// registration is the worker's row in the store.
+func (w *Worker) registration() Registration {
+	return Registration{ID: w.cfg.ID, Addr: w.cfg.Addr, Incarnation: w.incarnation, Version: ProtocolVersion, Release: w.cfg.Release}
 }
 
 // Node returns the worker's transport node.
@@ -198,7 +206,7 @@ func (w *Worker) settleLocked(keep []plan.JobID) {
 // surveyLocked answers a survey: the worker's jobs in detail. REQUIRES: w.mu
 // held.
 func (w *Worker) surveyLocked() *SyncReply {
-	rep := &SyncReply{Worker: w.cfg.ID, Incarnation: w.incarnation, Draining: w.draining, SpecHash: w.specHash}
+	rep := &SyncReply{Worker: w.cfg.ID, Version: ProtocolVersion, Incarnation: w.incarnation, Draining: w.draining, SpecHash: w.specHash}
 	for id, j := range w.jobs {
 		s := j.h.Spec()
 		rep.Running = append(rep.Running, id)
@@ -211,6 +219,9 @@ func (w *Worker) surveyLocked() *SyncReply {
 }
 
 func (w *Worker) sync(_ context.Context, req *SyncRequest) (*SyncReply, error) {
+	if !compatible(req.Version, ProtocolVersion) {
+		return nil, errVersion(w.cfg.ID, req.Version)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.checkTermLocked(req.Term); err != nil {
@@ -239,7 +250,7 @@ func (w *Worker) sync(_ context.Context, req *SyncRequest) (*SyncReply, error) {
 			j.h.Finish()
 		}
 	}
-	rep := &SyncReply{Worker: w.cfg.ID, Incarnation: w.incarnation, Draining: w.draining,
+	rep := &SyncReply{Worker: w.cfg.ID, Version: ProtocolVersion, Incarnation: w.incarnation, Draining: w.draining,
 		Counters: w.board.Counters(), Exited: map[plan.JobID]string{}}
 	for id, j := range w.jobs {
 		rep.Running = append(rep.Running, id)
@@ -279,6 +290,9 @@ func raise(prev, c board.Control) board.Control {
 }
 
 func (w *Worker) start(ctx context.Context, req *StartRequest) (*StartReply, error) {
+	if !compatible(req.Version, ProtocolVersion) {
+		return nil, errVersion(w.cfg.ID, req.Version)
+	}
 	w.mu.Lock()
 	if err := w.checkTermLocked(req.Term); err != nil {
 		w.mu.Unlock()
@@ -455,7 +469,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // again once the network heals.
 func (w *Worker) registerAgain(ctx context.Context) {
 	if ok, err := Registered(ctx, w.cfg.Store, w.cfg.ID); err == nil && !ok {
-		if err := Register(ctx, w.cfg.Store, Registration{ID: w.cfg.ID, Addr: w.cfg.Addr, Incarnation: w.incarnation}); err == nil {
+		if err := Register(ctx, w.cfg.Store, w.registration()); err == nil {
 			w.cfg.Logf("cluster: worker %s: its registration was gone; registered again", w.cfg.ID)
 		}
 	}
