@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +19,19 @@ type migration struct {
 	version int
 	name    string
 	sql     string // {s} stands for the quoted schema name
+	// oldestReader is the oldest SchemaVersion of a weir build that still
+	// runs correctly on the schema once this step is applied (0: this
+	// step's own version — no older build). A step that only adds (a
+	// table, a function older builds never call) names the version before
+	// it, so that the operators of a rolling upgrade can run the new weir
+	// store init first while the previous release keeps running
+	// (docs/distributed.md, "Upgrade in place"). Init records it in the
+	// schema's readers table, which builds before it never read.
+	oldestReader int
 }
+
+// readers returns the oldest build version that runs on the schema at m.
+func (m migration) readers() int { return cmp.Or(m.oldestReader, m.version) }
 
 // migrations is weir's schema history. Version 1 is the whole layout
 // documented in doc.go.
@@ -339,12 +352,25 @@ func Init(ctx context.Context, url, schema string) ([]int, error) {
 )`); err != nil {
 		return nil, fmt.Errorf("postgres store: init: %w", err)
 	}
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+q+`.readers (
+	version       int PRIMARY KEY,
+	oldest_reader int NOT NULL
+)`); err != nil {
+		return nil, fmt.Errorf("postgres store: init: %w", err)
+	}
 	have, err := appliedVersion(ctx, conn, schema)
 	if err != nil {
 		return nil, err
 	}
 	if have > SchemaVersion {
 		return nil, fmt.Errorf("postgres store: init: schema %s is at version %d, newer than this weir's %d: upgrade weir", schema, have, SchemaVersion)
+	}
+	// What each step says of older builds (also for steps applied before
+	// the readers table existed; a released step's entry never changes).
+	for _, m := range migrations {
+		if _, err := conn.Exec(ctx, "INSERT INTO "+q+".readers (version, oldest_reader) VALUES ($1, $2) ON CONFLICT DO NOTHING", m.version, m.readers()); err != nil {
+			return nil, fmt.Errorf("postgres store: init: %w", err)
+		}
 	}
 	var applied []int
 	for _, m := range migrations {
@@ -401,9 +427,39 @@ func checkVersion(ctx context.Context, q querier, schema string) error {
 	case v < SchemaVersion:
 		return fmt.Errorf("postgres store: schema %s is at version %d, this weir needs %d: run weir store init --store <url> to migrate it", schema, v, SchemaVersion)
 	case v > SchemaVersion:
-		return fmt.Errorf("postgres store: schema %s is at version %d, newer than this weir's %d: upgrade weir", schema, v, SchemaVersion)
+		oldest, err := oldestReader(ctx, q, schema, v)
+		if err != nil {
+			return err
+		}
+		if oldest > 0 && oldest <= SchemaVersion {
+			return nil // a newer schema that still serves this build
+		}
+		return fmt.Errorf("postgres store: schema %s is at version %d, newer than this weir's %d, and does not serve it (%s): upgrade weir", schema, v, SchemaVersion, readersText(oldest))
 	}
 	return nil
+}
+
+// oldestReader returns the oldest build version the schema at version v
+// serves, from its readers table (0: not recorded — a schema from before
+// the table, or a step that did not say).
+func oldestReader(ctx context.Context, q querier, schema string, v int) (int, error) {
+	var oldest int
+	err := q.QueryRow(ctx, "SELECT oldest_reader FROM "+quoteIdent(schema)+".readers WHERE version = $1", v).Scan(&oldest)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pgErr) && pgErr.Code == "42P01":
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("postgres store: read schema %s's readers: %w", schema, err)
+	}
+	return oldest, nil
+}
+
+func readersText(oldest int) string {
+	if oldest == 0 {
+		return "it names no older build it serves"
+	}
+	return fmt.Sprintf("it serves builds of schema version %d and later", oldest)
 }
 
 // expand replaces {s} in sql by the quoted schema name.

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/weir-stream/weir/clock"
@@ -239,6 +240,27 @@ func TestInit(t *testing.T) {
 	}
 	if _, err := Open(ctx, url, Options{Schema: schema}); err == nil || !strings.Contains(err.Error(), "newer") {
 		t.Fatalf("Open of a newer schema: %v", err)
+	}
+	// A newer schema whose step says it still serves this build's version
+	// is opened (a rolling upgrade: the new weir store init ran first);
+	// one that serves only newer builds is refused, naming the versions.
+	pgtest.Exec(t, url, fmt.Sprintf("INSERT INTO %s.readers (version, oldest_reader) VALUES (999, %d)", quoteIdent(schema), SchemaVersion))
+	s = openSchema(t, url, schema, Options{})
+	s.Close()
+	pgtest.Exec(t, url, "UPDATE "+quoteIdent(schema)+".readers SET oldest_reader = 999 WHERE version = 999")
+	if _, err := Open(ctx, url, Options{Schema: schema}); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("version 999, newer than this weir's %d", SchemaVersion)) ||
+		!strings.Contains(err.Error(), "serves builds of schema version 999 and later") {
+		t.Fatalf("Open of a newer schema that does not serve this build: %v", err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recorded int
+	err = conn.QueryRow(ctx, "SELECT count(*) FROM "+quoteIdent(schema)+".readers WHERE version <= $1 AND oldest_reader = version", SchemaVersion).Scan(&recorded)
+	conn.Close(ctx)
+	if err != nil || recorded != SchemaVersion {
+		t.Fatalf("readers rows of this build's steps: %d, %v; want %d", recorded, err, SchemaVersion)
 	}
 	// An older one asks for a migration.
 	pgtest.Exec(t, url, "DELETE FROM "+quoteIdent(schema)+".migrations")
