@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -84,9 +85,19 @@ type hostCluster struct {
 	procs map[string]*testhosts.Proc // by host
 	http  *http.Client
 	token string
+	// bin is the weir binary the next processes start with.
+	bin string
 }
 
 func newHostCluster(t *testing.T, workers ...string) *hostCluster {
+	t.Helper()
+	return newHostClusterBin(t, weirBin, workers...)
+}
+
+// newHostClusterBin is newHostCluster whose store is created, and whose
+// processes start, with the weir binary bin (hc.bin: a rolling upgrade
+// changes it).
+func newHostClusterBin(t *testing.T, bin string, workers ...string) *hostCluster {
 	t.Helper()
 	pgtest.Require(t)
 	hosts := append([]string{"pg", "ctl1", "ctl2"}, workers...)
@@ -96,15 +107,15 @@ func newHostCluster(t *testing.T, workers ...string) *hostCluster {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := open.Init(ctx, pg.SocketURL()); err != nil {
-		t.Fatal(err)
+	if out, err := exec.Command(bin, "store", "init", "--store", pg.SocketURL()).CombinedOutput(); err != nil {
+		t.Fatalf("%s store init: %v\n%s", bin, err, out)
 	}
 	st, err := open.Store(ctx, pg.SocketURL(), open.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	hc := &hostCluster{t: t, n: n, pg: pg, url: pg.URL(), st: st, tls: makeTLS(t), procs: map[string]*testhosts.Proc{}}
+	hc := &hostCluster{t: t, n: n, pg: pg, url: pg.URL(), st: st, tls: makeTLS(t), procs: map[string]*testhosts.Proc{}, bin: bin}
 	hc.spec = filepath.Join(t.TempDir(), "spec.yson")
 	if err := os.WriteFile(hc.spec, []byte(distSpec), 0o644); err != nil {
 		t.Fatal(err)
@@ -133,7 +144,7 @@ func newHostCluster(t *testing.T, workers ...string) *hostCluster {
 
 func (hc *hostCluster) start(host, name string, args ...string) *testhosts.Proc {
 	hc.t.Helper()
-	p, err := hc.n.Host(host).Start(testhosts.Cmd{Name: name, Path: weirBin, Args: append(args, hc.tls.flags()...)})
+	p, err := hc.n.Host(host).Start(testhosts.Cmd{Name: name, Path: hc.bin, Args: append(args, hc.tls.flags()...)})
 	if err != nil {
 		hc.t.Fatal(err)
 	}

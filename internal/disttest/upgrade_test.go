@@ -1,0 +1,208 @@
+package disttest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weir-stream/weir/internal/testconn"
+	"github.com/weir-stream/weir/internal/testproc"
+)
+
+// TestRollingUpgrade: the previous release of weir (previousRelease: built
+// from git) runs the counter on network-namespace hosts — PostgreSQL, two
+// workers, an active controller and a standby, TLS and a token — while
+// events are written, and an operator upgrades it in place, one process at
+// a time (issue 27, item 3), in an order that makes each side run with the
+// other's previous release:
+//
+//  1. this build's weir store init, online (the schema is migrated
+//     forward, or left as it is, under running processes);
+//  2. worker w1: SIGTERM (it drains: its jobs move to w2), then this
+//     build's worker on the same host — the old controller starts jobs on
+//     it, beside w2 of the old release;
+//  3. the standby controller, then the active one (SIGTERM): the upgraded
+//     standby takes over with one old and one new worker, adopting the jobs
+//     on w1 (w2 answers its survey as a heartbeat of the previous protocol
+//     and stops the earlier term's jobs, which restart);
+//  4. worker w2, then the old active controller comes back upgraded as the
+//     standby.
+//
+// After every step the pipeline is healthy (every partition has a job on a
+// live worker) and counts grow; at the end every event is counted exactly
+// once and every worker registered this build's protocol version.
+func TestRollingUpgrade(t *testing.T) {
+	testproc.SkipUnlessLong(t)
+	prev := previousRelease(t)
+	if out, err := exec.Command(prev, "version").Output(); err != nil || !strings.Contains(string(out), "previous-") {
+		t.Fatalf("the previous release's weir version: %q, %v", out, err)
+	}
+	workers := []string{"w1", "w2"}
+	hc := newHostClusterBin(t, prev, workers...)
+	for _, w := range workers {
+		hc.startWorker(w)
+	}
+	hc.startController("ctl1")
+	hc.eventually("ctl1 leads", func() bool { rec, ok := hc.leader(); return ok && rec.ID == "ctl1" })
+	hc.startController("ctl2")
+	healthy := func(after string) {
+		t.Helper()
+		d := hc.eventually("healthy after "+after, func() bool { return hc.status().healthy() })
+		t.Logf("%s: healthy after %v", after, d.Round(time.Millisecond))
+	}
+	healthy("the start (previous release)")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var werr error
+	wg.Go(func() {
+		r := rand.New(rand.NewPCG(27, 3))
+		for ctx.Err() == nil {
+			if err := hc.c.Write(context.Background(), r, 100, 40, 50); err != nil {
+				werr = err
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(20+r.IntN(80)) * time.Millisecond):
+			}
+		}
+	})
+	progress := func(what string) {
+		t.Helper()
+		_, before, err := hc.c.Read(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc.eventually("counts grow after "+what, func() bool {
+			_, n, err := hc.c.Read(context.Background())
+			return err == nil && n > before
+		})
+	}
+	progress("the start")
+
+	// 1. The store, online.
+	if out, err := exec.Command(weirBin, "store", "init", "--store", hc.pg.SocketURL()).CombinedOutput(); err != nil {
+		t.Fatalf("this build's weir store init under the running previous release: %v\n%s", err, out)
+	}
+	progress("this build's store init")
+
+	// 2.–4.
+	hc.bin = weirBin
+	upgradeWorker := func(w string) {
+		t.Helper()
+		p := hc.procs[w]
+		if err := p.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-p.Done():
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("worker %s did not drain and exit", w)
+		}
+		hc.startWorker(w)
+		d := hc.eventually(w+" upgraded runs jobs", func() bool {
+			l := hc.status()
+			if !l.healthy() {
+				return false
+			}
+			per, _ := l.spread()
+			return per[w] > 0
+		})
+		t.Logf("worker %s upgraded: it runs jobs %v after its start", w, d.Round(time.Millisecond))
+		progress("the upgrade of " + w)
+	}
+	stopController := func(host string) {
+		t.Helper()
+		p := hc.procs[host]
+		if err := p.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-p.Done():
+		case <-time.After(time.Minute):
+			t.Fatalf("controller %s did not exit", host)
+		}
+	}
+	upgradeWorker("w1")
+	stopController("ctl2")
+	hc.startController("ctl2")
+	progress("the standby's upgrade")
+	stopController("ctl1")
+	hc.eventually("the upgraded ctl2 leads", func() bool {
+		rec, ok := hc.leader()
+		return ok && rec.ID == "ctl2" && hc.status().healthy()
+	})
+	adopted, started := hc.metric(`weir_jobs_total{event="adopted"}`), hc.metric(`weir_jobs_total{event="started"}`)
+	t.Logf("the upgraded ctl2 leads an upgraded and an old worker: adopted %v jobs, started %v", adopted, started)
+	if adopted <= 0 {
+		t.Errorf("the upgraded controller adopted none of the jobs on the upgraded worker")
+	}
+	progress("the active controller's stop")
+	upgradeWorker("w2")
+	hc.startController("ctl1")
+	progress("the old active controller's return, upgraded")
+
+	cancel()
+	wg.Wait()
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	want := hc.c.Total()
+	var got map[string][]int64
+	hc.eventually(fmt.Sprintf("all %d events counted", want), func() bool {
+		var total int
+		var err error
+		got, total, err = hc.c.Read(context.Background())
+		return err == nil && total >= want
+	})
+	if bad := testconn.ExactlyOnce(got, hc.c.Want); len(bad) > 0 {
+		t.Fatalf("exactly-once violated across the upgrade (%d keys): %v", len(bad), bad)
+	}
+	for _, s := range hc.status().Workers {
+		if !s.Alive || s.Version == 0 {
+			t.Errorf("worker %+v after the upgrade: want alive, registered with this build's protocol version", s)
+		}
+	}
+	t.Logf("%d events over %d keys counted exactly once across the upgrade", want, len(hc.c.Want))
+}
+
+// metric reads a sample of the active controller's GET /metrics (-1 if
+// absent).
+func (hc *hostCluster) metric(name string) float64 {
+	hc.t.Helper()
+	rec, ok := hc.leader()
+	if !ok {
+		hc.t.Fatal("no active controller")
+	}
+	req, _ := http.NewRequest(http.MethodGet, "https://"+rec.Admin+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+hc.token)
+	resp, err := hc.http.Do(req)
+	if err != nil {
+		hc.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		hc.t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				hc.t.Fatal(err)
+			}
+			return f
+		}
+	}
+	return -1
+}
