@@ -43,29 +43,20 @@ func TestCPUFigures(t *testing.T) {
 	figures(t)
 	events := envInt(t, "WEIR_DIST_EVENTS", 200000)
 	rounds := envInt(t, "WEIR_DIST_ROUNDS", 3)
-	bins := []string{weirBin}
-	if b := os.Getenv("WEIR_DIST_BIN"); b != "" {
-		bins[0] = b
-	}
-	if b := os.Getenv("WEIR_DIST_BASELINE"); b != "" {
-		bins = append(bins, b)
-	}
+	bins := figureBins()
 	setups := []string{"embedded", "dist"}
 	type key struct {
 		bin   int
 		setup string
 	}
 	runs := map[key][]cpuRun{}
-	for r := 0; r < rounds; r++ {
-		for i := range bins {
-			b := (i + r) % len(bins)
-			for _, s := range setups {
-				run := runCPU(t, bins[b], s, events, uint64(r), fmt.Sprintf("r%d-b%d", r, b))
-				t.Logf("round %d %s %s: %s", r, binLabel(b), s, run)
-				runs[key{b, s}] = append(runs[key{b, s}], run)
-			}
+	interleave(rounds, len(bins), func(r, b int) {
+		for _, s := range setups {
+			run := runCPU(t, bins[b], s, events, uint64(r), fmt.Sprintf("r%d-b%d", r, b))
+			t.Logf("round %d %s %s: %s", r, binLabel(b), s, run)
+			runs[key{b, s}] = append(runs[key{b, s}], run)
 		}
-	}
+	})
 	var tb strings.Builder
 	fmt.Fprintf(&tb, "| setup | binary | events/s | weir process µs/event | controller µs/event | PostgreSQL µs/event | vs embedded (events/s) |\n|---|---|---:|---:|---:|---:|---:|\n")
 	for b := range bins {
@@ -100,6 +91,30 @@ func TestCPUFigures(t *testing.T) {
 		}
 	}
 	t.Logf("medians of %d rounds of %d events (weir process: `weir run` embedded, the worker distributed):\n%s", rounds, events, tb.String())
+}
+
+// figureBins returns the binaries a figures test compares: this build (or
+// WEIR_DIST_BIN), then WEIR_DIST_BASELINE if set.
+func figureBins() []string {
+	bins := []string{weirBin}
+	if b := os.Getenv("WEIR_DIST_BIN"); b != "" {
+		bins[0] = b
+	}
+	if b := os.Getenv("WEIR_DIST_BASELINE"); b != "" {
+		bins = append(bins, b)
+	}
+	return bins
+}
+
+// interleave calls run for every round and binary, alternating which
+// binary goes first from round to round (the machine's noise then falls
+// on both).
+func interleave(rounds, bins int, run func(round, bin int)) {
+	for r := 0; r < rounds; r++ {
+		for i := 0; i < bins; i++ {
+			run(r, (i+r)%bins)
+		}
+	}
 }
 
 func binLabel(b int) string {

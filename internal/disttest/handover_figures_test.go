@@ -32,7 +32,7 @@ import (
 //     before adoption, none with it when the leases outlive the takeover.
 //
 // WEIR_DIST_BASELINE=BIN runs the same with another weir binary
-// (alternating which goes first), medians of WEIR_DIST_ROUNDS rounds
+// (alternating which goes first; WEIR_DIST_BIN replaces this build), medians of WEIR_DIST_ROUNDS rounds
 // (default 3). Every run's counts pass the oracle. Behind
 // WEIR_DIST_FIGURES=1:
 //
@@ -41,10 +41,7 @@ func TestHandoverFigures(t *testing.T) {
 	figures(t)
 	rate := envInt(t, "WEIR_DIST_RATE", 2000)
 	rounds := envInt(t, "WEIR_DIST_ROUNDS", 3)
-	bins := []string{weirBin}
-	if b := os.Getenv("WEIR_DIST_BASELINE"); b != "" {
-		bins = append(bins, b)
-	}
+	bins := figureBins()
 	type figs struct {
 		worst, usual []time.Duration
 		started      []float64
@@ -55,25 +52,22 @@ func TestHandoverFigures(t *testing.T) {
 	}
 	res := map[key]*figs{}
 	sigs := []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}
-	for r := 0; r < rounds; r++ {
-		for i := range bins {
-			b := (i + r) % len(bins)
-			for _, sig := range sigs {
-				t.Run(fmt.Sprintf("r%d-%s-%s", r, binLabel(b), sigName(sig)), func(t *testing.T) {
-					h := runHandover(t, bins[b], sig, rate, uint64(r))
-					t.Logf("worst latency %v (%v after the stop), usual %v; the new leader started %v jobs", h.worst, h.worstAt, h.usual, h.started)
-					f := res[key{b, sig}]
-					if f == nil {
-						f = &figs{}
-						res[key{b, sig}] = f
-					}
-					f.worst = append(f.worst, h.worst)
-					f.usual = append(f.usual, h.usual)
-					f.started = append(f.started, h.started)
-				})
-			}
+	interleave(rounds, len(bins), func(r, b int) {
+		for _, sig := range sigs {
+			t.Run(fmt.Sprintf("r%d-%s-%s", r, binLabel(b), sigName(sig)), func(t *testing.T) {
+				h := runHandover(t, bins[b], sig, rate, uint64(r))
+				t.Logf("worst latency %v (%v after the stop), usual %v; the new leader started %v jobs", h.worst, h.worstAt, h.usual, h.started)
+				f := res[key{b, sig}]
+				if f == nil {
+					f = &figs{}
+					res[key{b, sig}] = f
+				}
+				f.worst = append(f.worst, h.worst)
+				f.usual = append(f.usual, h.usual)
+				f.started = append(f.started, h.started)
+			})
 		}
-	}
+	})
 	var tb strings.Builder
 	fmt.Fprintf(&tb, "| controller | binary | worst latency after the stop | usual latency | jobs the new leader started |\n|---|---|---:|---:|---:|\n")
 	for _, sig := range sigs {

@@ -423,11 +423,7 @@ func (hc *hostCluster) handOver() time.Duration {
 	for _, p := range before.Pipeline.Partitions {
 		jobs[p.Partition] = p.Job
 	}
-	p := hc.procs[rec.ID]
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		hc.t.Fatal(err)
-	}
-	<-p.Done()
+	hc.terminate(rec.ID)
 	var after *layout
 	d := hc.eventually("the standby takes over", func() bool {
 		now, ok := hc.leader()
@@ -582,6 +578,13 @@ func TestMultiHostChaos(t *testing.T) {
 	if werr != nil {
 		t.Fatal(werr)
 	}
+	hc.countedExactlyOnce()
+}
+
+// countedExactlyOnce waits until every event written is counted and checks
+// each key's counts are 1..n, once each.
+func (hc *hostCluster) countedExactlyOnce() {
+	hc.t.Helper()
 	want := hc.c.Total()
 	var got map[string][]int64
 	hc.eventually(fmt.Sprintf("all %d events counted", want), func() bool {
@@ -591,7 +594,22 @@ func TestMultiHostChaos(t *testing.T) {
 		return err == nil && total >= want
 	})
 	if bad := testconn.ExactlyOnce(got, hc.c.Want); len(bad) > 0 {
-		t.Fatalf("exactly-once violated (%d keys): %v", len(bad), bad)
+		hc.t.Fatalf("exactly-once violated (%d keys): %v", len(bad), bad)
 	}
-	t.Logf("%d events over %d keys counted exactly once", want, len(hc.c.Want))
+	hc.t.Logf("%d events over %d keys counted exactly once", want, len(hc.c.Want))
+}
+
+// terminate sends SIGTERM to host's process and waits for it to exit (a
+// worker drains first; a hang guard of two minutes, not an assertion).
+func (hc *hostCluster) terminate(host string) {
+	hc.t.Helper()
+	p := hc.procs[host]
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		hc.t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(2 * time.Minute):
+		hc.t.Fatalf("%s did not exit after SIGTERM:\n%s", host, p.Tail())
+	}
 }

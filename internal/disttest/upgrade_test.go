@@ -2,7 +2,6 @@ package disttest
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -10,11 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/weir-stream/weir/internal/testconn"
 	"github.com/weir-stream/weir/internal/testproc"
 )
 
@@ -100,15 +97,7 @@ func TestRollingUpgrade(t *testing.T) {
 	hc.bin = weirBin
 	upgradeWorker := func(w string) {
 		t.Helper()
-		p := hc.procs[w]
-		if err := p.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-p.Done():
-		case <-time.After(2 * time.Minute):
-			t.Fatalf("worker %s did not drain and exit", w)
-		}
+		hc.terminate(w)
 		hc.startWorker(w)
 		d := hc.eventually(w+" upgraded runs jobs", func() bool {
 			l := hc.status()
@@ -121,23 +110,11 @@ func TestRollingUpgrade(t *testing.T) {
 		t.Logf("worker %s upgraded: it runs jobs %v after its start", w, d.Round(time.Millisecond))
 		progress("the upgrade of " + w)
 	}
-	stopController := func(host string) {
-		t.Helper()
-		p := hc.procs[host]
-		if err := p.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-p.Done():
-		case <-time.After(time.Minute):
-			t.Fatalf("controller %s did not exit", host)
-		}
-	}
 	upgradeWorker("w1")
-	stopController("ctl2")
+	hc.terminate("ctl2")
 	hc.startController("ctl2")
 	progress("the standby's upgrade")
-	stopController("ctl1")
+	hc.terminate("ctl1")
 	hc.eventually("the upgraded ctl2 leads", func() bool {
 		rec, ok := hc.leader()
 		return ok && rec.ID == "ctl2" && hc.status().healthy()
@@ -157,23 +134,12 @@ func TestRollingUpgrade(t *testing.T) {
 	if werr != nil {
 		t.Fatal(werr)
 	}
-	want := hc.c.Total()
-	var got map[string][]int64
-	hc.eventually(fmt.Sprintf("all %d events counted", want), func() bool {
-		var total int
-		var err error
-		got, total, err = hc.c.Read(context.Background())
-		return err == nil && total >= want
-	})
-	if bad := testconn.ExactlyOnce(got, hc.c.Want); len(bad) > 0 {
-		t.Fatalf("exactly-once violated across the upgrade (%d keys): %v", len(bad), bad)
-	}
+	hc.countedExactlyOnce()
 	for _, s := range hc.status().Workers {
 		if !s.Alive || s.Version == 0 {
 			t.Errorf("worker %+v after the upgrade: want alive, registered with this build's protocol version", s)
 		}
 	}
-	t.Logf("%d events over %d keys counted exactly once across the upgrade", want, len(hc.c.Want))
 }
 
 // metric reads a sample of the active controller's GET /metrics (-1 if
