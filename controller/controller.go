@@ -274,6 +274,9 @@ type Controller struct {
 	// adoptees: jobs of an earlier controller offered by Adopt, until the
 	// first layout settles them (adopt.go).
 	adoptees []Adoptee
+	// frontierGCAt is when frontier rows of earlier layouts were last
+	// looked at (frontiergc.go).
+	frontierGCAt time.Time
 }
 
 // Stats counts controller events.

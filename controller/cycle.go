@@ -123,9 +123,12 @@ type effects struct {
 	aborts []removal
 	state  *State
 	gc     []dedupGC
-	marks  []byte
-	starts []start
-	pings  []ping
+	// frontiers: computations whose frontier rows of earlier layouts are
+	// looked at (frontiergc.go).
+	frontiers []frontierGC
+	marks     []byte
+	starts    []start
+	pings     []ping
 }
 
 // removal is a job removed from the layout: its lease must be aborted.
@@ -177,6 +180,7 @@ func (c *Controller) decide(obs observation) effects {
 	c.updateCompletion(obs.ts)
 	c.advanceState(&eff, now)
 	c.publishControls(&eff, now)
+	c.decideFrontierGC(&eff, now)
 	switch c.state {
 	case Working, Draining:
 		load := c.jobLoads()
@@ -229,6 +233,9 @@ func (c *Controller) apply(ctx context.Context, now time.Time, eff *effects) err
 		key := g.comp + "\x00" + g.stream
 		c.marks.gc[key] = max(c.marks.gc[key], g.wm)
 		c.mu.Unlock()
+	}
+	for _, g := range eff.frontiers {
+		c.collectFrontiers(ctx, g)
 	}
 	if eff.marks != nil {
 		c.persistMarks(ctx, eff.marks, now)

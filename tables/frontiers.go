@@ -41,3 +41,52 @@ func Frontiers(ctx context.Context, st store.Store, comp string) ([]Frontier, er
 	}
 	return out, nil
 }
+
+// RedundantFrontiers returns the frontiers of fs that belong to no range of
+// current (the computation's layout) and that the current layout's own
+// frontiers make useless: for the same channel (stream, sender, origin),
+// every current range overlapping the row's has a frontier of its own at
+// or above the row's id. A message the row covers then has a key in one of
+// those ranges and an id at or below that range's own frontier, which
+// drops it first (job/dedup.go: filter) — the row can be deleted. A
+// current range with no frontier of its own for the channel keeps the row:
+// a re-sent message only the row covers would be processed twice without
+// it. Own frontiers only grow, so a row found redundant stays so.
+func RedundantFrontiers(fs []Frontier, current []FrontierRange) []Frontier {
+	type channel struct{ stream, sender, origin string }
+	own := map[channel]map[FrontierRange]msgid.ID{}
+	isCurrent := map[FrontierRange]bool{}
+	for _, r := range current {
+		isCurrent[r] = true
+	}
+	for _, f := range fs {
+		if isCurrent[f.Range] {
+			ch := channel{f.Stream, f.Sender, f.Origin}
+			if own[ch] == nil {
+				own[ch] = map[FrontierRange]msgid.ID{}
+			}
+			own[ch][f.Range] = f.ID
+		}
+	}
+	var out []Frontier
+	for _, f := range fs {
+		if isCurrent[f.Range] {
+			continue
+		}
+		mine := own[channel{f.Stream, f.Sender, f.Origin}]
+		covered := true
+		for _, r := range current {
+			if !r.Overlaps(f.Range) {
+				continue
+			}
+			if id, ok := mine[r]; !ok || id < f.ID {
+				covered = false
+				break
+			}
+		}
+		if covered {
+			out = append(out, f)
+		}
+	}
+	return out
+}

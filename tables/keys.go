@@ -125,6 +125,12 @@ func (r FrontierRange) Contains(hash uint64) bool {
 	return hash >= r.Lo && (r.ToEnd || hash < r.Hi)
 }
 
+// Overlaps reports whether r and o share a key hash.
+func (r FrontierRange) Overlaps(o FrontierRange) bool {
+	// r starts before o ends, and o starts before r ends.
+	return (o.ToEnd || r.Lo < o.Hi) && (r.ToEnd || o.Lo < r.Hi)
+}
+
 // frontierPrefix starts every flow_state key of a dedup frontier.
 const frontierPrefix = "dedup_frontier\x00"
 
