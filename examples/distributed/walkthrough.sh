@@ -102,12 +102,12 @@ stop_workers() {
 	kill -TERM $W1_PID $W2_PID 2>/dev/null || true
 	wait $W1_PID $W2_PID || true
 }
-# key_counts STORE FILE: each key's last count in STORE's counts queue,
-# into FILE; every one of the 10 keys must have reached 100.
+# key_counts STORE FILE [N]: each key's last count in STORE's counts
+# queue, into FILE; every one of the 10 keys must have reached N (100).
 key_counts() {
 	weir queue read --store "$1" counts |
 		jq -r -s 'group_by(.key)[] | "\(.[0].key) \(map(.count) | max)"' | tee "$2"
-	[[ $(grep -c ' 100$' "$2") == 10 ]]
+	[[ $(grep -c " ${3:-100}\$" "$2") == 10 ]]
 }
 
 step "4. Two workers and a controller; the counter runs to completion"
@@ -176,11 +176,23 @@ key_counts "$STREAM_STORE" stream-counts.txt
 # leader goes on from them).
 admin "$ACTIVE" /metrics | grep -E '^weir_(inputs_total|controller_active|controller_term)'
 
-step "7. Stop"
-# The standby first, then the active controller (it resigns: a standby
-# left would take over at once), then the workers as in step 5.
+step "7. A handover: the active controller stops, the standby adopts its jobs"
+# SIGTERM: the active controller resigns, the standby leads at its next
+# poll and keeps every running job (adopted: none started again), so the
+# pipeline does not stop. Replacing a controller, or upgrading it in
+# place, is this step.
 if [[ $ACTIVE == "$C1" ]]; then STANDBY_PID=$C2_PID ACTIVE_PID=$C1_PID; else STANDBY_PID=$C1_PID ACTIVE_PID=$C2_PID; fi
-kill -TERM $STANDBY_PID && wait $STANDBY_PID
 kill -TERM $ACTIVE_PID && wait $ACTIVE_PID
+ACTIVE=$(leader)
+echo "active controller: $ACTIVE"
+admin "$ACTIVE" /metrics | grep -E '^weir_jobs_total\{event="(adopted|started)"\}'
+events 500 | weir queue write --store "$STREAM_STORE" events
+caught_up
+key_counts "$STREAM_STORE" stream-counts.txt 150
+
+step "8. Stop"
+# The active controller (it resigns: a standby left would take over at
+# once; here none is), then the workers as in step 5.
+kill -TERM $STANDBY_PID && wait $STANDBY_PID
 stop_workers
 echo "walkthrough done"

@@ -21,7 +21,9 @@ import (
 // queue --store, certificates made with openssl, two workers and a
 // controller with TLS and a token, the counter to completion and its
 // output read; then the streaming counter with a standby controller, fed
-// twice and followed to caught_up through GET /status, and /metrics. The
+// twice and followed to caught_up through GET /status, and /metrics, then
+// a handover: the active controller stopped, the standby adopting its jobs
+// (its /metrics show them adopted), fed again and counted. The
 // script checks each key's counts itself; this test gives it a throwaway
 // PostgreSQL (two schemas), free loopback ports and the weir binary.
 func TestWalkthrough(t *testing.T) {
