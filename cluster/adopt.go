@@ -76,17 +76,12 @@ func (w *RemoteWorker) surveyOnce(ctx context.Context) (*SyncReply, bool) {
 	if err != nil {
 		return nil, false
 	}
-	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
-	defer cancel()
-	rep, err := invoke[SyncRequest, SyncReply](cctx, conn, "Sync", &SyncRequest{Term: p.cfg.Term, Version: ProtocolVersion, Survey: true})
+	rep, err := w.call(ctx, conn, &SyncRequest{Term: p.cfg.Term, Version: ProtocolVersion, Survey: true})
 	if err != nil {
-		if isDeposed(err) {
-			p.deposedNow()
-		}
 		p.cfg.Logf("cluster: survey of worker %s: %v (none of its jobs is adopted)", w.id, err)
 		return nil, false
 	}
-	if w.checkVersion(rep.Version, ""); !compatible(rep.Version, ProtocolVersion) {
+	if !w.checkVersion(rep.Version, "") {
 		return nil, false
 	}
 	w.mu.Lock()

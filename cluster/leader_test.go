@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/weir-stream/weir/clock"
+	"github.com/weir-stream/weir/engine"
 	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
 	"github.com/weir-stream/weir/store/pebble"
@@ -22,6 +25,20 @@ func testStore(t *testing.T) (store.Store, *clock.Manual) {
 	}
 	t.Cleanup(func() { st.Close() })
 	return st, clk
+}
+
+// testWorker registers a worker "w" on st with the built-in classes and no
+// network; cfg may set the rest (LostTimeout, Release).
+func testWorker(t *testing.T, st store.Store, cfg WorkerConfig) *Worker {
+	t.Helper()
+	cfg.ID, cfg.Addr, cfg.Store = "w", "127.0.0.1:1", st
+	cfg.Classes, cfg.Connectors = engine.DefaultClasses(), engine.DefaultConnectors()
+	cfg.Dial = func(string) (grpc.ClientConnInterface, error) { return nil, errors.New("no network here") }
+	w, err := NewWorker(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // TestElectionHandover: one controller leads; a standby waits while the
@@ -141,13 +158,13 @@ func leaseCount(t *testing.T, st store.Store) int {
 func TestWorkerRefusesDeposedController(t *testing.T) {
 	w := &Worker{jobs: map[plan.JobID]*runningJob{}}
 	w.cfg.Logf = t.Logf
-	if err := w.checkTermLocked(7); err != nil {
+	if err := w.checkTermLocked(7, ProtocolVersion); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.checkTermLocked(5); !isDeposed(err) {
+	if err := w.checkTermLocked(5, ProtocolVersion); !isDeposed(err) {
 		t.Fatalf("term 5 after 7: %v, want deposed", err)
 	}
-	if !errors.Is(w.checkTermLocked(9), nil) {
+	if !errors.Is(w.checkTermLocked(9, ProtocolVersion), nil) {
 		t.Fatal("a higher term refused")
 	}
 }
@@ -255,5 +272,37 @@ func TestCheckOwnClockWhenStoreUnreadable(t *testing.T) {
 	case <-l.Lost():
 	default:
 		t.Fatal("Check found the lease over by its own clock but the leadership goes on")
+	}
+}
+
+// TestDeposedControllerAbortsNoLease: a controller whose leadership ended
+// aborts no job lease — its successor may have adopted the job (a thawed
+// controller that still believed its workers lost aborted the leases of
+// jobs the new leader had just adopted, which then restarted).
+func TestDeposedControllerAbortsNoLease(t *testing.T) {
+	st, clk := testStore(t)
+	ctx := context.Background()
+	a, err := Campaign(ctx, st, LeaderRecord{ID: "a"}, 5*time.Second, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa := Fence(st, a)
+	jobLease, err := fa.CreateLease(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(6 * time.Second) // a paused past its lease timeout
+	if _, err := Campaign(ctx, st, LeaderRecord{ID: "b"}, 5*time.Second, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	// b adopts the job: its lease stays. a wakes up and asks its store.
+	if held, _, err := a.Check(ctx); held || err != nil {
+		t.Fatalf("Check of the deposed leadership: held %v, %v", held, err)
+	}
+	if err := fa.AbortLease(ctx, jobLease); !errors.Is(err, ErrDeposed) {
+		t.Fatalf("a deposed controller's AbortLease: %v, want ErrDeposed", err)
+	}
+	if ls, _ := st.LeaseState(ctx, jobLease); ls != store.LeaseActive {
+		t.Fatalf("the adopted job's lease is %v after the deposed controller's abort, want active", ls)
 	}
 }

@@ -252,21 +252,20 @@ type RemoteWorker struct {
 
 	mu   sync.Mutex
 	addr string
-	// version and release: the worker's protocol version and build, from
-	// its registration or its last answer; incompatible: the version is
-	// more than one apart from this controller's (the worker gets no job
-	// and no heartbeat).
-	version      int
-	release      string
-	incompatible bool
-	conn         grpc.ClientConnInterface
-	connAddr     string
-	incarnation  uint64
-	lastBeat     time.Time // store clock
-	draining     bool
-	handles      map[plan.JobID]*RemoteHandle
-	counters     map[string]board.Counters
-	countersInc  uint64
+	// version and release: the worker's protocol version (0: not known
+	// yet, or a build before versions — read as 1) and build, from its
+	// registration or its last answer. A version more than one apart from
+	// this controller's gets no job and no heartbeat (usable).
+	version     int
+	release     string
+	conn        grpc.ClientConnInterface
+	connAddr    string
+	incarnation uint64
+	lastBeat    time.Time // store clock
+	draining    bool
+	handles     map[plan.JobID]*RemoteHandle
+	counters    map[string]board.Counters
+	countersInc uint64
 }
 
 // ID implements controller.Worker.
@@ -284,22 +283,41 @@ func (w *RemoteWorker) Incarnation() int {
 func (w *RemoteWorker) AliveAt(now time.Time, timeout time.Duration) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return !w.incompatible && !w.lastBeat.IsZero() && now.Sub(w.lastBeat) < timeout
+	return w.usableLocked() && !w.lastBeat.IsZero() && now.Sub(w.lastBeat) < timeout
 }
 
+// usableLocked reports whether the worker's protocol version interoperates
+// with this controller's. REQUIRES: w.mu held.
+func (w *RemoteWorker) usableLocked() bool { return compatible(w.version, ProtocolVersion) }
+
 // checkVersion records the worker's protocol version and release (from its
-// registration or an answer), and logs when it turns incompatible.
-func (w *RemoteWorker) checkVersion(version int, release string) {
+// registration or an answer), logs when the worker turns unusable, and
+// reports whether it is usable.
+func (w *RemoteWorker) checkVersion(version int, release string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	bad := !compatible(version, ProtocolVersion)
-	if bad && !w.incompatible {
-		w.pool.cfg.Logf("cluster: %s", incompatibleWorker(w.id, version))
-	}
-	w.version, w.incompatible = versionOf(version), bad
+	was := w.usableLocked()
+	w.version = versionOf(version)
 	if release != "" {
 		w.release = release
 	}
+	usable := w.usableLocked()
+	if was && !usable {
+		w.pool.cfg.Logf("cluster: %s", incompatibleWorker(w.id, version))
+	}
+	return usable
+}
+
+// call sends one Sync on conn within CallTimeout; a worker that says a
+// higher term is active deposes this controller.
+func (w *RemoteWorker) call(ctx context.Context, conn grpc.ClientConnInterface, req *SyncRequest) (*SyncReply, error) {
+	cctx, cancel := context.WithTimeout(ctx, w.pool.cfg.CallTimeout)
+	defer cancel()
+	rep, err := invoke[SyncRequest, SyncReply](cctx, conn, "Sync", req)
+	if isDeposed(err) {
+		w.pool.deposedNow()
+	}
+	return rep, err
 }
 
 // Load implements controller.Worker: jobs started and not known to have exited.
@@ -397,9 +415,9 @@ func (w *RemoteWorker) syncOnce(ctx context.Context) {
 		return
 	}
 	w.mu.Lock()
-	incompatible := w.incompatible
+	usable := w.usableLocked()
 	w.mu.Unlock()
-	if incompatible {
+	if !usable {
 		return // until its registration says otherwise (a new release)
 	}
 	conn, err := w.client()
@@ -427,13 +445,9 @@ func (w *RemoteWorker) syncOnce(ctx context.Context) {
 	}
 	req.Keep = w.keepList()
 	w.mu.Unlock()
-	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
-	defer cancel()
-	rep, err := invoke[SyncRequest, SyncReply](cctx, conn, "Sync", req)
+	rep, err := w.call(ctx, conn, req)
 	if err != nil {
-		if isDeposed(err) {
-			p.deposedNow()
-		} else if status.Code(err) != codes.Canceled && ctx.Err() == nil {
+		if !isDeposed(err) && status.Code(err) != codes.Canceled && ctx.Err() == nil {
 			w.failures++
 			if w.failures == 1 || time.Since(w.failLogged) >= heartbeatLogPeriod {
 				w.failLogged = time.Now()
@@ -446,7 +460,7 @@ func (w *RemoteWorker) syncOnce(ctx context.Context) {
 		p.cfg.Logf("cluster: worker %s answers heartbeats again after %d failed", w.id, w.failures)
 		w.failures = 0
 	}
-	if w.checkVersion(rep.Version, ""); !compatible(rep.Version, ProtocolVersion) {
+	if !w.checkVersion(rep.Version, "") {
 		return
 	}
 	now := p.cfg.Store.Now()
@@ -568,7 +582,7 @@ func (p *Pool) Status() []WorkerStatus {
 		alive := w.AliveAt(now, p.cfg.AliveTimeout)
 		jobs := w.Load()
 		w.mu.Lock()
-		out = append(out, WorkerStatus{ID: w.id, Addr: w.addr, Version: w.version, Release: w.release, Incompatible: w.incompatible,
+		out = append(out, WorkerStatus{ID: w.id, Addr: w.addr, Version: w.version, Release: w.release, Incompatible: !w.usableLocked(),
 			Incarnation: w.incarnation, Alive: alive, Draining: w.draining, Jobs: jobs})
 		w.mu.Unlock()
 	}

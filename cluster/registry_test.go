@@ -2,13 +2,9 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
-	"github.com/weir-stream/weir/engine"
 	"github.com/weir-stream/weir/store"
 )
 
@@ -92,12 +88,7 @@ func TestWorkerRegistersAgain(t *testing.T) {
 	st, _ := testStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w, err := NewWorker(ctx, WorkerConfig{ID: "w", Addr: "127.0.0.1:1", Store: st, Classes: engine.DefaultClasses(),
-		Connectors: engine.DefaultConnectors(), LostTimeout: 40 * time.Millisecond,
-		Dial: func(string) (grpc.ClientConnInterface, error) { return nil, errors.New("no network here") }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := testWorker(t, st, WorkerConfig{LostTimeout: 40 * time.Millisecond})
 	if err := Unregister(ctx, st, "w"); err != nil {
 		t.Fatal(err)
 	}

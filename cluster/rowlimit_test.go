@@ -4,14 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"testing"
-
-	"google.golang.org/grpc"
 
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/connector/queue"
-	"github.com/weir-stream/weir/engine"
 	"github.com/weir-stream/weir/examples"
 	"github.com/weir-stream/weir/msgid"
 	"github.com/weir-stream/weir/store"
@@ -44,12 +40,7 @@ func TestWorkerBoundsBuffersByPlan(t *testing.T) {
 	if err := st.Commit(ctx, txn); err != nil {
 		t.Fatal(err)
 	}
-	w, err := NewWorker(ctx, WorkerConfig{ID: "w", Addr: "127.0.0.1:1", Store: st, Classes: engine.DefaultClasses(),
-		Connectors: engine.DefaultConnectors(),
-		Dial:       func(string) (grpc.ClientConnInterface, error) { return nil, errors.New("no network here") }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := testWorker(t, st, WorkerConfig{})
 	if _, _, err := w.planFor(ctx, SpecHash(text)); err != nil {
 		t.Fatal(err)
 	}

@@ -2,17 +2,13 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/weir-stream/weir/engine"
 )
 
 // TestProtocolVersions: a worker serves controllers one protocol version
@@ -23,12 +19,7 @@ import (
 func TestProtocolVersions(t *testing.T) {
 	st, _ := testStore(t)
 	ctx := context.Background()
-	w, err := NewWorker(ctx, WorkerConfig{ID: "w", Addr: "127.0.0.1:1", Store: st, Classes: engine.DefaultClasses(),
-		Connectors: engine.DefaultConnectors(), Release: "test-release",
-		Dial: func(string) (grpc.ClientConnInterface, error) { return nil, errors.New("no network here") }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := testWorker(t, st, WorkerConfig{Release: "test-release"})
 	defer w.Node().Close()
 	for term, v := range []int{0, 1, ProtocolVersion, ProtocolVersion + 1} {
 		rep, err := w.sync(ctx, &SyncRequest{Term: uint64(term + 1), Version: v})
@@ -37,7 +28,7 @@ func TestProtocolVersions(t *testing.T) {
 		}
 	}
 	far := ProtocolVersion + 2
-	_, err = w.sync(ctx, &SyncRequest{Term: 10, Version: far})
+	_, err := w.sync(ctx, &SyncRequest{Term: 10, Version: far})
 	want := fmt.Sprintf("control protocol version %d, the controller %d", ProtocolVersion, far)
 	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), want) || isDeposed(err) {
 		t.Fatalf("Sync of a version %d controller: %v; want Unimplemented naming %q", far, err, want)

@@ -104,8 +104,10 @@ type runningJob struct {
 	leaving bool
 }
 
-// stop stops the job. REQUIRES: w.mu held.
-func (j *runningJob) stop() { j.leaving = true; j.h.Stop() }
+// stop stops the job; finish stops it after its epoch in flight. REQUIRES:
+// w.mu held.
+func (j *runningJob) stop()   { j.leaving = true; j.h.Stop() }
+func (j *runningJob) finish() { j.leaving = true; j.h.Finish() }
 
 type exitRecord struct {
 	err string
@@ -168,11 +170,15 @@ func (w *Worker) Register(s *grpc.Server) {
 	w.node.Register(s)
 }
 
-// checkTerm refuses a deposed controller and records a new term. The jobs
-// of earlier terms keep running until the new controller's first Sync that
-// is not a survey settles them (settleLocked): it may adopt them.
-// REQUIRES: w.mu held.
-func (w *Worker) checkTermLocked(term uint64) error {
+// checkTerm refuses a controller whose protocol version is more than one
+// apart or that is deposed, and records a new term. The jobs of earlier
+// terms keep running until the new controller's first Sync that is not a
+// survey settles them (settleLocked): it may adopt them. REQUIRES: w.mu
+// held.
+func (w *Worker) checkTermLocked(term uint64, version int) error {
+	if !compatible(version, ProtocolVersion) {
+		return errVersion(w.cfg.ID, version)
+	}
 	if term < w.term {
 		return errDeposed
 	}
@@ -219,12 +225,9 @@ func (w *Worker) surveyLocked() *SyncReply {
 }
 
 func (w *Worker) sync(_ context.Context, req *SyncRequest) (*SyncReply, error) {
-	if !compatible(req.Version, ProtocolVersion) {
-		return nil, errVersion(w.cfg.ID, req.Version)
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.checkTermLocked(req.Term); err != nil {
+	if err := w.checkTermLocked(req.Term, req.Version); err != nil {
 		return nil, err
 	}
 	w.lastSync, w.fenced = time.Now(), false
@@ -246,8 +249,7 @@ func (w *Worker) sync(_ context.Context, req *SyncRequest) (*SyncReply, error) {
 	}
 	for _, id := range req.Finish {
 		if j, ok := w.jobs[id]; ok {
-			j.leaving = true
-			j.h.Finish()
+			j.finish()
 		}
 	}
 	rep := &SyncReply{Worker: w.cfg.ID, Version: ProtocolVersion, Incarnation: w.incarnation, Draining: w.draining,
@@ -290,11 +292,8 @@ func raise(prev, c board.Control) board.Control {
 }
 
 func (w *Worker) start(ctx context.Context, req *StartRequest) (*StartReply, error) {
-	if !compatible(req.Version, ProtocolVersion) {
-		return nil, errVersion(w.cfg.ID, req.Version)
-	}
 	w.mu.Lock()
-	if err := w.checkTermLocked(req.Term); err != nil {
+	if err := w.checkTermLocked(req.Term, req.Version); err != nil {
 		w.mu.Unlock()
 		return nil, err
 	}
