@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -205,22 +206,30 @@ type layout struct {
 
 // status asks the active controller (nil if it cannot be reached).
 func (hc *hostCluster) status() *layout {
-	rec, ok := hc.leader()
-	if !ok {
-		return nil
-	}
-	req, _ := http.NewRequest(http.MethodGet, "https://"+rec.Admin+"/status", nil)
-	req.Header.Set("Authorization", "Bearer "+hc.token)
-	resp, err := hc.http.Do(req)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
+	b, ok := hc.getLeader("/status")
 	var l layout
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&l) != nil || !l.Active {
+	if !ok || json.Unmarshal(b, &l) != nil || !l.Active {
 		return nil
 	}
 	return &l
+}
+
+// getLeader GETs path from the active controller's admin API (HTTPS, the
+// token); ok is false without a leader, an answer or a 200.
+func (hc *hostCluster) getLeader(path string) (body []byte, ok bool) {
+	rec, ok := hc.leader()
+	if !ok {
+		return nil, false
+	}
+	req, _ := http.NewRequest(http.MethodGet, "https://"+rec.Admin+path, nil)
+	req.Header.Set("Authorization", "Bearer "+hc.token)
+	resp, err := hc.http.Do(req)
+	if err != nil {
+		return nil, false
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return b, err == nil && resp.StatusCode == http.StatusOK
 }
 
 // eventually polls cond until it holds; the limit is a hang guard for a

@@ -149,17 +149,27 @@ func readerInputs(t *testing.T, addr string) float64 {
 // GET /metrics.
 func metricValue(t *testing.T, addr, name string) float64 {
 	t.Helper()
-	for _, line := range strings.Split(string(adminGet(t, addr, "/metrics")), "\n") {
+	v, ok := sample(t, adminGet(t, addr, "/metrics"), name)
+	if !ok {
+		t.Fatalf("no %s in %s's /metrics", name, addr)
+	}
+	return v
+}
+
+// sample finds the sample name (with its labels) in a Prometheus text
+// exposition.
+func sample(t *testing.T, metrics []byte, name string) (float64, bool) {
+	t.Helper()
+	for _, line := range strings.Split(string(metrics), "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return f
+			return f, true
 		}
 	}
-	t.Fatalf("no %s in %s's /metrics", name, addr)
-	return 0
+	return 0, false
 }
 
 // storedReaderInputs sums Reader's inputs in the counters row the active

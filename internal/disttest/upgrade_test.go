@@ -2,11 +2,8 @@ package disttest
 
 import (
 	"context"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -146,29 +143,12 @@ func TestRollingUpgrade(t *testing.T) {
 // absent).
 func (hc *hostCluster) metric(name string) float64 {
 	hc.t.Helper()
-	rec, ok := hc.leader()
+	b, ok := hc.getLeader("/metrics")
 	if !ok {
-		hc.t.Fatal("no active controller")
+		hc.t.Fatal("no /metrics from an active controller")
 	}
-	req, _ := http.NewRequest(http.MethodGet, "https://"+rec.Admin+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+hc.token)
-	resp, err := hc.http.Do(req)
-	if err != nil {
-		hc.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		hc.t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				hc.t.Fatal(err)
-			}
-			return f
-		}
+	if v, ok := sample(hc.t, b, name); ok {
+		return v
 	}
 	return -1
 }
