@@ -51,6 +51,10 @@ type Status struct {
 	Quiet bool
 	// DrainingSeen echoes the control's Draining at the time of the report.
 	DrainingSeen bool
+	// Quiesced: the control said Quiesce when the job last fetched, and
+	// nothing it took is in flight — no undelivered or unerased output, no
+	// output held by a sink. Input buffered for it may wait.
+	Quiesced bool
 	// SinkFailures maps a sink id to the error that stopped its delivery
 	// (for example an HTTP sink whose retries ran out): the partition's
 	// progress through that sink is stopped until the job restarts, so the
@@ -97,6 +101,12 @@ type Control struct {
 	UpstreamDone bool
 	// Draining: stop reading sources and firing timers; finish what is in flight.
 	Draining bool
+	// Quiesce: the computation is being rescaled (controller/rescale.go):
+	// take no input at all — no source batch, no buffered input, no timer
+	// — and deliver the outbox, so that no output of this layout is in
+	// flight when the next layout's jobs start sending under the same
+	// partition ids.
+	Quiesce bool
 }
 
 // Counters are cumulative per-computation counts of epoch work, summed over
@@ -152,7 +162,8 @@ type Board struct {
 	// its control's UpstreamDone or Draining changes: idle jobs wait on it.
 	changed map[string]chan struct{}
 	// decided is signalled when a post may let the controller decide
-	// something (a partition turned drained, or quiet while draining).
+	// something (a partition turned drained, quiet while draining, or
+	// quiesced).
 	decided chan struct{}
 }
 
@@ -260,7 +271,8 @@ func (b *Board) Post(s Status) {
 	}
 	prev, had := b.statuses[s.Partition]
 	b.statuses[s.Partition] = s
-	if (s.Drained && (!had || !prev.Drained)) || (s.Quiet && s.DrainingSeen && (!had || !prev.Quiet || !prev.DrainingSeen)) {
+	if (s.Drained && (!had || !prev.Drained)) || (s.Quiet && s.DrainingSeen && (!had || !prev.Quiet || !prev.DrainingSeen)) ||
+		(s.Quiesced && (!had || !prev.Quiesced)) {
 		select {
 		case b.decided <- struct{}{}:
 		default:
@@ -293,7 +305,7 @@ func (b *Board) SetControl(comp string, c Control) {
 	}
 	prev, had := b.controls[comp]
 	b.controls[comp] = c
-	if !had || prev.UpstreamDone != c.UpstreamDone || prev.Draining != c.Draining {
+	if !had || prev.UpstreamDone != c.UpstreamDone || prev.Draining != c.Draining || prev.Quiesce != c.Quiesce {
 		close(b.changedLocked(comp))
 		delete(b.changed, comp)
 	}

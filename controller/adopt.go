@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/weir-stream/weir/plan"
@@ -39,7 +40,9 @@ type Adoptee struct {
 	Comp      string
 	Partition plan.PartitionSpec
 	Lease     store.LeaseID
-	Worker    Worker
+	// Layout is the layout the job routes by (nil: the spec's counts).
+	Layout plan.Layout
+	Worker Worker
 	// Incarnation of Worker that runs the job.
 	Incarnation int
 	Handle      Handle
@@ -91,7 +94,7 @@ func (c *Controller) adoptLaidOut(now time.Time) []Adoptee {
 	var rest []Adoptee
 	for _, a := range c.adoptees {
 		p, ok := c.partitions[a.Partition.ID]
-		if !ok || p.comp.Name != a.Comp || p.spec != a.Partition || p.job != nil {
+		if !ok || p.comp.Name != a.Comp || p.spec != a.Partition || p.job != nil || !c.runsLayout(a.Layout) {
 			if ok && p.job == nil {
 				// The partition's next lease must wait for this one's
 				// abort (startJob checks it under invariants).
@@ -116,7 +119,14 @@ func (c *Controller) adoptLaidOut(now time.Time) []Adoptee {
 // is an error of the first layout, which is tried again.
 func (c *Controller) refuseAdoptees(ctx context.Context, rest []Adoptee) error {
 	for i, a := range rest {
-		c.cfg.Logf("controller: not adopting job %s of %s: no such partition of %s in this layout", a.JobID, a.Partition.ID, a.Comp)
+		c.mu.Lock()
+		cur, fits := c.plan.Layout(), c.runsLayout(a.Layout)
+		c.mu.Unlock()
+		if fits {
+			c.cfg.Logf("controller: not adopting job %s of %s: no such partition of %s in this layout", a.JobID, a.Partition.ID, a.Comp)
+		} else {
+			c.cfg.Logf("controller: not adopting job %s of %s: it routes by the layout %s, this controller's is %s", a.JobID, a.Partition.ID, a.Layout, cur)
+		}
 		a.Handle.Stop()
 		if err := c.cfg.Store.AbortLease(ctx, a.Lease); err != nil {
 			c.mu.Lock()
@@ -126,4 +136,15 @@ func (c *Controller) refuseAdoptees(ctx context.Context, rest []Adoptee) error {
 		}
 	}
 	return nil
+}
+
+// runsLayout reports whether a job routing by layout l (nil: the spec's
+// counts) routes as this controller's jobs do: a job of an earlier layout
+// would send to partitions by ranges they no longer have. REQUIRES: c.mu
+// held.
+func (c *Controller) runsLayout(l plan.Layout) bool {
+	if l == nil {
+		l = c.SpecLayoutLocked()
+	}
+	return maps.Equal(l, c.plan.Layout())
 }

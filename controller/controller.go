@@ -111,6 +111,12 @@ type Config struct {
 	// RestartBackoffMax caps the backoff (default 30s).
 	RestartBackoffMax time.Duration
 
+	// Layout is the record of the pipeline's layout the engine loaded
+	// (LoadLayout): Plan already has its counts; its targets are rescales
+	// to carry out (rescale.go). Nil: a pipeline never rescaled whose plan
+	// has the spec's counts.
+	Layout *LayoutRecord
+
 	Rand *rand.Rand
 	Logf func(format string, args ...any)
 	// Warnf receives what an operator must see without verbose logging: a
@@ -250,6 +256,9 @@ type exitingJob struct {
 // Controller is the scheduler of one pipeline.
 type Controller struct {
 	cfg Config
+	// plan is the plan of the current layout: cfg.Plan until a rescale
+	// commits another (rescale.go). Guarded by mu once Run has started.
+	plan *plan.Plan
 
 	mu             sync.Mutex
 	state          State
@@ -277,6 +286,18 @@ type Controller struct {
 	// frontierGCAt is when frontier rows of earlier layouts were last
 	// looked at (frontiergc.go).
 	frontierGCAt time.Time
+	// layout is the persisted layout record; rescale the one under way
+	// (rescale.go).
+	layout  LayoutRecord
+	rescale *rescaling
+	// layoutMu serializes the commits of the layout record (Rescale and a
+	// rescale's switch), each a read-modify-write of one row.
+	layoutMu sync.Mutex
+	// rescales is the history of finished rescales, oldest first.
+	rescales []RescaleReport
+	// pendingResume: switched rescales whose new jobs have not all
+	// reported yet.
+	pendingResume []RescaleReport
 }
 
 // Stats counts controller events.
@@ -310,7 +331,7 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{
-		cfg: cfg, state: Working, target: Working,
+		cfg: cfg, plan: cfg.Plan, state: Working, target: Working,
 		partitions: map[transport.PartitionID]*partition{},
 		complete:   map[string]bool{},
 		sources:    map[string]*sourceList{},
@@ -318,6 +339,9 @@ func New(cfg Config) (*Controller, error) {
 		flog:       newFailureLog(cfg.FailureLogPeriod, cfg.Warnf),
 	}
 	c.listing.init()
+	if cfg.Layout != nil {
+		c.layout = cfg.Layout.clone()
+	}
 	return c, nil
 }
 
@@ -338,10 +362,10 @@ func (c *Controller) Load(ctx context.Context) error {
 		return err
 	}
 	m := newMarks()
-	if err := m.load(ctx, c.cfg.Store, c.cfg.Plan); err != nil {
+	if err := m.load(ctx, c.cfg.Store, c.plan); err != nil {
 		return err
 	}
-	m.raiseToPublished(c.cfg.Board, c.cfg.Plan)
+	m.raiseToPublished(c.cfg.Board, c.plan)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.marks = m

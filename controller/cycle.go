@@ -127,8 +127,10 @@ type effects struct {
 	// looked at (frontiergc.go).
 	frontiers []frontierGC
 	marks     []byte
-	starts    []start
-	pings     []ping
+	// layout: a rescale's switch to commit (rescale.go).
+	layout *layoutSwitch
+	starts []start
+	pings  []ping
 }
 
 // removal is a job removed from the layout: its lease must be aborted.
@@ -179,6 +181,7 @@ func (c *Controller) decide(obs observation) effects {
 	c.removeFailedJobs(&eff, now)
 	c.updateCompletion(obs.ts)
 	c.advanceState(&eff, now)
+	c.decideRescale(&eff, now)
 	c.publishControls(&eff, now)
 	c.decideFrontierGC(&eff, now)
 	switch c.state {
@@ -186,7 +189,7 @@ func (c *Controller) decide(obs observation) effects {
 		load := c.jobLoads()
 		for _, id := range c.order {
 			p := c.partitions[id]
-			if p.job == nil && !c.complete[p.comp.Name] && !now.Before(p.restartAt) {
+			if p.job == nil && !c.complete[p.comp.Name] && !now.Before(p.restartAt) && !c.held(p) {
 				if w := c.chooseWorker(now, load); w != nil {
 					load[w]++
 					eff.starts = append(eff.starts, start{p: p, worker: w})
@@ -205,6 +208,7 @@ func (c *Controller) decide(obs observation) effects {
 			eff.pings = append(eff.pings, ping{p: p, job: p.job})
 		}
 	}
+	c.noteResumed(now)
 	c.flushFailures(now)
 	return eff
 }
@@ -239,6 +243,14 @@ func (c *Controller) apply(ctx context.Context, now time.Time, eff *effects) err
 	}
 	if eff.marks != nil {
 		c.persistMarks(ctx, eff.marks, now)
+	}
+	if eff.layout != nil {
+		if err := c.switchLayout(ctx, eff.layout, now); err != nil {
+			if errors.Is(err, store.ErrUnusable) || errors.Is(err, store.ErrClosed) {
+				return err
+			}
+			c.cfg.Logf("%v; trying again", err)
+		}
 	}
 	for _, s := range eff.starts {
 		if aborted[s.p] == abortFailed {
@@ -339,7 +351,7 @@ func (c *Controller) startJob(ctx context.Context, s start, now time.Time) error
 	p.lastLease = lease
 	c.seq++
 	id := plan.JobID(fmt.Sprintf("%s#%s%d", p.spec.ID, c.cfg.JobIDPrefix, c.seq))
-	spec := plan.JobSpec{Comp: p.comp, Partition: p.spec, JobID: id, Lease: lease, Seed: c.cfg.Rand.Uint64()}
+	spec := plan.JobSpec{Plan: c.plan, Comp: p.comp, Partition: p.spec, JobID: id, Lease: lease, Seed: c.cfg.Rand.Uint64()}
 	// The board accepts the job's first post (from Init) only once it owns
 	// the partition.
 	c.cfg.Board.Assign(p.spec.ID, id)

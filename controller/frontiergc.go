@@ -45,7 +45,7 @@ func (c *Controller) decideFrontierGC(eff *effects, now time.Time) {
 		}
 		byComp[p.comp.Name] = append(byComp[p.comp.Name], tables.FrontierRange{Lo: p.spec.Lo, Hi: p.spec.Hi, ToEnd: p.spec.ToEnd})
 	}
-	for _, name := range c.cfg.Plan.Order() {
+	for _, name := range c.plan.Order() {
 		if rs := byComp[name]; len(rs) > 0 {
 			eff.frontiers = append(eff.frontiers, frontierGC{comp: name, ranges: rs})
 		}

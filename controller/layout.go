@@ -41,8 +41,8 @@ type listing struct {
 // not, as it may be slow).
 func (c *Controller) listSources(ctx context.Context) listing {
 	l := listing{keys: map[string][]string{}, errs: map[string]error{}}
-	for _, name := range c.cfg.Plan.Order() {
-		comp := c.cfg.Plan.Computations[name]
+	for _, name := range c.plan.Order() {
+		comp := c.plan.Computations[name]
 		if !comp.IsSource() {
 			continue
 		}
@@ -102,8 +102,8 @@ func (c *Controller) layOut(l listing) []Adoptee {
 	if c.laidOut {
 		return nil // a concurrent Cycle did it
 	}
-	for _, name := range c.cfg.Plan.Order() {
-		comp := c.cfg.Plan.Computations[name]
+	for _, name := range c.plan.Order() {
+		comp := c.plan.Computations[name]
 		if comp.IsSource() {
 			continue
 		}
@@ -149,8 +149,8 @@ func (c *Controller) sourcesListed() bool {
 // applyListing adds a partition for every listed source partition not yet
 // in the layout, and records failed listings. REQUIRES: c.mu held.
 func (c *Controller) applyListing(l listing, first bool, now time.Time) {
-	for _, name := range c.cfg.Plan.Order() {
-		comp := c.cfg.Plan.Computations[name]
+	for _, name := range c.plan.Order() {
+		comp := c.plan.Computations[name]
 		if !comp.IsSource() {
 			continue
 		}

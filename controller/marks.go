@@ -209,7 +209,7 @@ func (c *Controller) flushMarks(ctx context.Context) {
 // to a fixed point), and records their completion watermarks: ts, a store
 // timestamp taken for this cycle. REQUIRES: c.mu held.
 func (c *Controller) updateCompletion(ts store.Timestamp) {
-	pl := c.cfg.Plan
+	pl := c.plan
 	for changed := true; changed; {
 		changed = false
 		for _, name := range pl.Order() {
@@ -243,7 +243,7 @@ func (c *Controller) computationComplete(comp *plan.CompPlan) bool {
 			return false // its partitions are not known: never complete
 		}
 	} else {
-		for _, u := range c.cfg.Plan.Upstream(comp) {
+		for _, u := range c.plan.Upstream(comp) {
 			if !c.complete[u.Name] {
 				return false
 			}
@@ -330,7 +330,7 @@ func (c *Controller) writerMarks(comp *plan.CompPlan, s string) (wm store.Timest
 // applied (eff.gc), and persists the published marks when due (eff.marks).
 // REQUIRES: c.mu held.
 func (c *Controller) publishControls(eff *effects, now time.Time) {
-	pl := c.cfg.Plan
+	pl := c.plan
 	sysWM := map[string]store.Timestamp{}
 	eventWM := map[string]time.Time{}
 	for _, name := range pl.Order() {
@@ -355,7 +355,7 @@ func (c *Controller) publishControls(eff *effects, now time.Time) {
 	gcDue := now.Sub(c.marks.gcAt) >= dedupGCPeriod // dedup GC at most once per period
 	for _, name := range pl.Order() {
 		comp := pl.Computations[name]
-		ctl := board.Control{InputSystemWM: map[string]store.Timestamp{}, Draining: c.drainingControl()}
+		ctl := board.Control{InputSystemWM: map[string]store.Timestamp{}, Draining: c.drainingControl(), Quiesce: c.quiescing(name)}
 		up := true
 		for _, u := range pl.Upstream(comp) {
 			up = up && c.complete[u.Name]

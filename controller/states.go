@@ -33,7 +33,7 @@ func (c *Controller) advanceState(eff *effects, now time.Time) {
 	prev := c.state
 	switch {
 	case c.state == Completed:
-	case len(c.complete) == len(c.cfg.Plan.Computations) && (c.state == Working || c.state == Draining):
+	case len(c.complete) == len(c.plan.Computations) && (c.state == Working || c.state == Draining):
 		c.state = Completed
 	case c.target == Working:
 		c.state = Working

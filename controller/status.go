@@ -90,7 +90,7 @@ func (c *Controller) Sources() []SourceStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []SourceStatus
-	for _, name := range c.cfg.Plan.Order() {
+	for _, name := range c.plan.Order() {
 		sl, ok := c.sources[name]
 		if !ok {
 			continue

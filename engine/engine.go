@@ -75,7 +75,13 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkStaticSpec(ctx, cfg.Store, cfg.Spec); err != nil {
+	layout, err := checkStaticSpec(ctx, cfg.Store, cfg.Spec, pl)
+	if err != nil {
+		return nil, err
+	}
+	// The plan runs the stored layout; a partition_count the spec changed
+	// is a target the controller rescales to while the pipeline runs.
+	if pl, err = pl.WithLayout(layout.Counts); err != nil {
 		return nil, err
 	}
 	if err := externalstate.Declare(ctx, cfg.Store, externalstate.Tables(cfg.Spec)); err != nil {
@@ -103,6 +109,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		LostWorkerTimeout: d.LostJobTimeout.Std(), SchedulerPeriod: d.SchedulerPeriod.Std(),
 		RestartBackoff: d.JobRestartBackoff.Std(), RestartBackoffMax: d.JobRestartBackoffMax.Std(),
 		Rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), Logf: cfg.Logf, Warnf: cfg.Warnf,
+		Layout: &layout,
 	})
 	if err != nil {
 		return nil, err

@@ -18,11 +18,12 @@ import (
 // internal/sim for the job and controller ones):
 //
 //	new rows=N                       a store with the counter example's queues and N events
-//	run [partitions=N] [until=counted|stopped] [batch=N]
+//	run [partitions=N] [until=counted|rescaled|stopped] [batch=N] [mode=M]
 //	                                 build an engine from the counter example (an
 //	                                 unbounded source) and run it until some input is
-//	                                 counted (then kill it) or, with target stopped,
-//	                                 until drained; a refused spec prints the refusal
+//	                                 counted or a rescale is done (then kill it) or,
+//	                                 with target stopped, until drained; a refused spec prints the refusal;
+//	                                 then the stored layout record (counts, targets)
 //
 // Regenerate the golden output with -rewrite.
 func TestScripts(t *testing.T) {
@@ -51,6 +52,8 @@ func TestScripts(t *testing.T) {
 						p.Computations["Counter"].MaxRowsPerBatch = n
 					case "until":
 						until = a.Vals[0]
+					case "mode":
+						p.Computations["Counter"].ProcessingMode = spec.ProcessingMode(a.Vals[0])
 					}
 				}
 				if until == "stopped" {
@@ -71,19 +74,50 @@ func TestScripts(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					return fmt.Sprintf("accepted; drained: pipeline %s\n", state)
+					return fmt.Sprintf("accepted; drained: pipeline %s\n%s%s", state, rescales(e), storedLayout(t, f))
 				}
 				runCtx, kill := context.WithCancel(ctx)
-				done := runUntil(t, runCtx, e, "some input counted", func(s Status) bool { return s.Computations["Counter"].Inputs > 0 })
+				cond := func(s Status) bool { return s.Computations["Counter"].Inputs > 0 }
+				if until == "rescaled" {
+					cond = func(Status) bool { done, _ := e.Controller().Rescales(); return len(done) > 0 }
+				}
+				done := runUntil(t, runCtx, e, until, cond)
 				kill()
 				state := <-done
 				if state != controller.Working {
 					t.Fatalf("ended in %s", state)
 				}
-				return "accepted; killed while working (input in flight)\n"
+				return "accepted; killed while working (input in flight)\n" + rescales(e) + storedLayout(t, f)
 			}
 			t.Fatalf("unknown command %q", d.Cmd)
 			return ""
 		})
 	})
+}
+
+// rescales prints the rescales e's controller finished.
+func rescales(e *Engine) string {
+	done, _ := e.Controller().Rescales()
+	out := ""
+	for _, r := range done {
+		out += fmt.Sprintf("rescaled %s from %d to %d partitions\n", r.Computation, r.From, r.To)
+	}
+	return out
+}
+
+// storedLayout prints the layout record: the counts jobs run under and the
+// rescales asked for.
+func storedLayout(t *testing.T, f *fixture) string {
+	rec, ok, err := controller.LoadLayout(context.Background(), f.st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		return "layout: none stored\n"
+	}
+	out := fmt.Sprintf("layout: %s", rec.Counts)
+	if len(rec.Targets) > 0 {
+		out += fmt.Sprintf("; rescaling to %s", rec.Targets)
+	}
+	return out + "\n"
 }

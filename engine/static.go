@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
 
 	"github.com/weir-stream/weir/controller"
+	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/spec"
 	"github.com/weir-stream/weir/store"
 )
@@ -37,41 +39,81 @@ func (e *StaticChangeError) Error() string {
 }
 
 // checkStaticSpec compares p's static spec with the one persisted by the
-// last run and persists p's. A change is refused unless the persisted
-// pipeline state is stopped or completed (drained), or the pipeline never
-// ran (no state persisted) or predates static-spec persistence. An
-// accepted change also forgets the published watermarks of the old spec
-// (controller.ForgetWatermarks).
-func checkStaticSpec(ctx context.Context, st store.Store, p *spec.Pipeline) error {
+// last run, decides the run's layout (controller.Reconcile) and persists
+// both in one commit: a static spec saying a new partition_count beside a
+// layout record saying the old one is what a crash between two commits
+// would leave, and a later run would then lay out by the wrong count. A
+// static change is refused unless the persisted pipeline state is stopped
+// or completed (drained), or the pipeline never ran (no state persisted)
+// or predates static-spec persistence. partition_count of a keyed
+// computation is not refused: it is a rescale, carried out at once when
+// the pipeline is drained and live otherwise (controller/rescale.go) —
+// except a SwiftMap's, which cannot be rescaled live (plan.Rescalable). An
+// accepted static change also forgets the published watermarks of the old
+// spec (controller.ForgetWatermarks). It returns the layout record the run
+// starts with.
+func checkStaticSpec(ctx context.Context, st store.Store, p *spec.Pipeline, pl *plan.Plan) (controller.LayoutRecord, error) {
+	specLayout := pl.Layout()
 	next := p.Static()
 	v, ok, err := st.Get(ctx, store.FlowState, []byte(staticSpecKey))
 	if err != nil {
-		return fmt.Errorf("engine: read the stored static spec: %w", err)
+		return controller.LayoutRecord{}, fmt.Errorf("engine: read the stored static spec: %w", err)
 	}
+	var prevCounts plan.Layout
+	drained := true
+	var changes []spec.Change
 	if ok {
 		prev, err := spec.DecodeStatic(v)
 		if err != nil {
-			return err
+			return controller.LayoutRecord{}, err
 		}
-		changes := prev.Diff(next)
-		if len(changes) == 0 {
-			return nil
+		prevCounts = prev.PartitionCounts()
+		for _, c := range prev.Diff(next) {
+			if !spec.IsPartitionCount(c.Path) {
+				changes = append(changes, c)
+			}
 		}
 		state, known, err := controller.LoadState(ctx, st)
 		if err != nil {
-			return err
+			return controller.LayoutRecord{}, err
 		}
-		if known && state != controller.Stopped && state != controller.Completed {
-			return &StaticChangeError{State: state, Changes: changes}
+		drained = !known || state == controller.Stopped || state == controller.Completed
+		if len(changes) > 0 && !drained {
+			return controller.LayoutRecord{}, &StaticChangeError{State: state, Changes: changes}
+		}
+	}
+	stored, recorded, err := controller.LoadLayout(ctx, st)
+	if err != nil {
+		return controller.LayoutRecord{}, err
+	}
+	rec, layoutChanged := controller.Reconcile(stored, recorded, prevCounts, specLayout, drained)
+	for name, n := range rec.Targets {
+		if c, ok := pl.Computations[name]; ok && c.Rescalable() != nil {
+			// A SwiftMap's count changes only while drained.
+			state, _, err := controller.LoadState(ctx, st)
+			if err != nil {
+				return controller.LayoutRecord{}, err
+			}
+			return controller.LayoutRecord{}, &StaticChangeError{State: state, Changes: []spec.Change{{
+				Path: "computations." + name + ".partition_count", Old: fmt.Sprint(rec.Counts[name]), New: fmt.Sprint(n)}}}
 		}
 	}
 	txn := store.NewTxn()
-	if ok {
+	if len(changes) > 0 {
 		controller.ForgetWatermarks(txn)
 	}
-	txn.Put(store.FlowState, []byte(staticSpecKey), next.Encode())
-	if err := st.Commit(ctx, txn); err != nil {
-		return fmt.Errorf("engine: persist the static spec: %w", err)
+	staticChanged := !ok || !bytes.Equal(v, next.Encode())
+	if staticChanged {
+		txn.Put(store.FlowState, []byte(staticSpecKey), next.Encode())
 	}
-	return nil
+	if layoutChanged {
+		rec.Put(txn)
+	}
+	if !staticChanged && !layoutChanged {
+		return rec, nil
+	}
+	if err := st.Commit(ctx, txn); err != nil {
+		return controller.LayoutRecord{}, fmt.Errorf("engine: persist the static spec and layout: %w", err)
+	}
+	return rec, nil
 }

@@ -183,12 +183,17 @@ func (j *Job) backpressure(ctl board.Control) bool {
 }
 
 // fetch is step 3: a source batch (into d), buffered inputs and due timers,
-// unless blocked (or, for the source and timers, draining).
+// unless blocked (or, for the source and timers, draining); nothing while
+// the computation is quiesced for a rescale (board.Control.Quiesce).
 func (j *Job) fetch(ctx context.Context, d *Decision, ctl board.Control, blocked bool) (msgs []*weir.Message, fired []*timerEntry, err error) {
 	clear(j.suspect)
 	j.origins = j.origins[:0]
 	if j.src != nil {
 		j.src.readToEnd = false
+	}
+	j.quiesced = ctl.Quiesce
+	if ctl.Quiesce {
+		return nil, nil, nil
 	}
 	if !blocked && !ctl.Draining && j.src != nil {
 		if d.srcBatch, err = j.src.read(ctx, j.comp.Batch.MaxRows, j.comp.Batch.MaxBytes); err != nil {

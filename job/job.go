@@ -141,6 +141,11 @@ type Job struct {
 	// origins is index-aligned with the inputs fetchInputs returned: the
 	// channel each came from (the dedup frontier's key).
 	origins []origin
+	// quiesced: the last fetch saw board.Control.Quiesce and took nothing.
+	quiesced bool
+	// misrouted: ids of inputs routed here by another layout, acknowledged
+	// unprocessed (fetchInputs).
+	misrouted []msgid.ID
 
 	lastTS     store.Timestamp
 	eventWM    time.Time

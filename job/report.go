@@ -65,6 +65,10 @@ func (j *Job) report(idle bool) {
 	// for them (connector.Queueing).
 	quiet = quiet && !j.sinksQueued()
 	s.Quiet, s.DrainingSeen = quiet, ctl.Draining
+	// Quiesced: what the job took before the control said Quiesce is
+	// delivered; input buffered since may wait (it is not fetched).
+	s.Quiesced = j.quiesced && ctl.Quiesce && undelivered == 0 && j.waitingOffers() == 0 && len(j.box.erase) == 0 &&
+		(j.swift == nil || j.swift.count() == 0) && !j.sinksQueued() && !j.sinksPending()
 	drained := quiet && j.timers.count() == 0
 	if j.src != nil {
 		drained = drained && j.src.finished()

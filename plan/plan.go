@@ -412,6 +412,10 @@ type JobID string
 // which computation it runs, its id and its lease (created by the
 // controller before the job starts), and the seed of its randomness.
 type JobSpec struct {
+	// Plan is the plan the job runs under: its receivers' partition counts
+	// route its outputs. The controller sets it to its current layout's
+	// plan; nil means the worker's own (a plan never rescaled).
+	Plan      *Plan
 	Comp      *CompPlan
 	Partition PartitionSpec
 	JobID     JobID

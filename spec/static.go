@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -208,5 +209,28 @@ func (s StaticSpec) Diff(next StaticSpec) []Change {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// IsPartitionCount reports whether a static spec path is a computation's
+// partition_count: a change of it is a rescale, not a static change
+// (controller/rescale.go).
+func IsPartitionCount(path string) bool {
+	return strings.HasPrefix(path, "computations.") && strings.HasSuffix(path, ".partition_count")
+}
+
+// PartitionCounts returns the partition_count of every keyed computation
+// in s (source computations have none in a static spec).
+func (s StaticSpec) PartitionCounts() map[string]int {
+	out := map[string]int{}
+	for path, v := range s {
+		if !IsPartitionCount(path) {
+			continue
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(path, "computations."), ".partition_count")
+		if n, err := strconv.Atoi(v); err == nil {
+			out[name] = n
+		}
+	}
 	return out
 }

@@ -47,8 +47,12 @@ func jobConfig(s plan.JobSpec, env Env, finish <-chan struct{}) job.Config {
 	if env.Endpoint != nil {
 		tr = env.Endpoint(s)
 	}
+	pl := env.Plan
+	if s.Plan != nil {
+		pl = s.Plan
+	}
 	return job.Config{
-		Plan: env.Plan, Comp: s.Comp, Partition: s.Partition, JobID: s.JobID, Lease: s.Lease,
+		Plan: pl, Comp: s.Comp, Partition: s.Partition, JobID: s.JobID, Lease: s.Lease,
 		Store: env.Store, Hub: tr, Board: env.Board, Hooks: env.Hooks,
 		Rand: rand.New(rand.NewPCG(s.Seed, uint64(s.Lease))), Logf: env.Logf, Finish: finish,
 	}

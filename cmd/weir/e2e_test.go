@@ -370,7 +370,8 @@ func TestDemo(t *testing.T) {
 
 // TestStaticSpecChangeNeedsStop (issue 11, scenario 6) through the real
 // binary: after a SIGKILL (state working), 'weir run' with a changed
-// partition_count exits non-zero naming the field; the old spec with
+// static field (experimental_enable_non_uint_key; a partition_count is a
+// rescale, not refused) exits non-zero naming the field; the old spec with
 // target_state stopped drains the pipeline; then the new spec runs to
 // completion with every count exact.
 func TestStaticSpecChangeNeedsStop(t *testing.T) {
@@ -396,8 +397,8 @@ func TestStaticSpecChangeNeedsStop(t *testing.T) {
 	infinite := replace(string(b), `"finite" = %true;`, `"finite" = %false;`)
 	oldSpec := write("old.yson", infinite)
 	stopSpec := write("stop.yson", infinite+"\n\"dynamic_spec\" = {\"target_state\" = \"stopped\"};\n")
-	eight := `"group_by" = ["key"]; "partition_count" = 8;`
-	newSpec := write("new.yson", replace(string(b), `"group_by" = ["key"];`, eight))
+	changed := `"group_by" = ["key"]; "experimental_enable_non_uint_key" = %true;`
+	newSpec := write("new.yson", replace(string(b), `"group_by" = ["key"];`, changed))
 
 	// Run the old spec and kill it while it works.
 	cmd := exec.Command(weirBin, "run", "--data", dir, "--spec", oldSpec, "--progress", "0")
@@ -427,9 +428,9 @@ func TestStaticSpecChangeNeedsStop(t *testing.T) {
 	refused := exec.Command(weirBin, "run", "--data", dir, "--spec", newSpec, "--progress", "0")
 	out, err := refused.CombinedOutput()
 	if err == nil {
-		t.Fatalf("weir run accepted a changed partition_count of an undrained pipeline:\n%s", out)
+		t.Fatalf("weir run accepted a static change of an undrained pipeline:\n%s", out)
 	}
-	for _, w := range []string{"computations.Counter.partition_count: 4 → 8", "not stopped", "target_state = stopped"} {
+	for _, w := range []string{"computations.Counter.experimental_enable_non_uint_key: (unset) → true", "not stopped", "target_state = stopped"} {
 		if !strings.Contains(string(out), w) {
 			t.Errorf("the refusal does not say %q:\n%s", w, out)
 		}

@@ -232,6 +232,10 @@ func run(t *testing.T, s *Sim, d *datadriven.TestData) string {
 		if err := s.Handover(drop, transport.PartitionID(arg("misfit"))); err != nil {
 			s.printf("error: %v\n", err)
 		}
+	case "rescale":
+		if err := s.Ctl.Rescale(ctx, string(part()), atoi(t, arg("n"))); err != nil {
+			s.printf("error: %v\n", err)
+		}
 	case "add-worker":
 		w := s.AddWorker()
 		s.printf("%s joined\n", w.id)
@@ -315,6 +319,9 @@ func run(t *testing.T, s *Sim, d *datadriven.TestData) string {
 			s.printf("%s input %s: system watermark %s\n", part(), st, tsName(c.InputSystemWM[st]))
 		}
 		s.printf("%s event watermark %s, draining %v, upstream done %v\n", part(), c.EventWM.Format(time.RFC3339), c.Draining, c.UpstreamDone)
+		if c.Quiesce {
+			s.printf("%s quiesce (a rescale: take no input, deliver the outbox)\n", part())
+		}
 	case "status":
 		st, ok := s.Board.Status(part())
 		if !ok {
@@ -329,7 +336,7 @@ func run(t *testing.T, s *Sim, d *datadriven.TestData) string {
 		for _, k := range streams {
 			s.printf("%s (%s) output %s: bound %s\n", part(), st.Job, k, tsName(st.SystemWM[k]))
 		}
-		s.printf("%s (%s): quiet %v, drained %v\n", part(), st.Job, st.Quiet, st.Drained)
+		s.printf("%s (%s): quiet %v, drained %v, quiesced %v\n", part(), st.Job, st.Quiet, st.Drained, st.Quiesced)
 	default:
 		t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 	}

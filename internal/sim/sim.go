@@ -772,8 +772,12 @@ func (w *Worker) heartbeat() {
 // by the simulation.
 func (w *Worker) Start(spec plan.JobSpec) (controller.Handle, error) {
 	s := w.sim
+	pl := s.Plan
+	if spec.Plan != nil {
+		pl = spec.Plan // the controller's layout (a rescale changes it)
+	}
 	j, err := job.New(job.Config{
-		Plan: s.Plan, Comp: spec.Comp, Partition: spec.Partition, JobID: spec.JobID, Lease: spec.Lease,
+		Plan: pl, Comp: spec.Comp, Partition: spec.Partition, JobID: spec.JobID, Lease: spec.Lease,
 		Store: s.Store, Hub: s.Hub, Board: s.Board, Hooks: hooks{s},
 		Rand: rand.New(rand.NewPCG(spec.Seed, uint64(spec.Lease))), Logf: s.logf,
 	})

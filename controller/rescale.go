@@ -1,0 +1,347 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/weir-stream/weir/plan"
+	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/transport"
+)
+
+// A rescale changes a keyed computation C's partition count while the
+// pipeline runs, exactly once. State, timers and external state are keyed
+// by key hash, dedup rows by computation, and dedup frontiers by key range
+// (job/dedup.go: a new range consults the rows of every earlier range by
+// the message's key), so none of them moves. What is laid out by partition
+// is what is in flight, and the protocol empties or fences it:
+//
+//  1. Quiesce. C's control says Quiesce: its jobs take no input (no
+//     buffered message, no timer) and deliver their outboxes. A sender id
+//     (C/3) names another key range in the next layout, and its receivers'
+//     ordered frontiers would drop an old output offered after a new one;
+//     so no output of the old layout may be in flight when the new jobs
+//     send. Upstream jobs keep running; their outputs for C wait in its
+//     buffers and their outboxes. The rest of the pipeline is untouched.
+//  2. Stop. Once every partition of C reports Quiesced, C's jobs and the
+//     jobs of the computations writing C's inputs are removed and their
+//     leases aborted: no life that routes by the old layout can commit
+//     again (an abort returns only after every commit that saw the lease).
+//  3. Switch. One commit of the layout record sets C's count (fenced by the
+//     leadership in the distributed mode). C's partitions are laid out
+//     anew, the buffers of the old ones dropped, and the plan of the new
+//     layout goes with every job started from then on.
+//  4. Resume. C's new jobs and the upstream jobs start; the upstream jobs
+//     reload their outboxes and offer what was not acknowledged by the new
+//     ranges. A message a dead life routed by the old layout and that still
+//     reaches a partition is acknowledged unprocessed there
+//     (job/deliver.go: fetchInputs), since no commit of its sender can
+//     erase it.
+//
+// A crash before the switch leaves the target in the record, and the next
+// controller starts again at 1; after it, the next controller runs the new
+// layout. A pipeline leaving Working (a stop, a pause) abandons a quiesce
+// — a drain needs C's input — and takes it up again when working; a
+// switch, once its jobs are stopped, completes in any state.
+
+// rescaling is the rescale under way.
+type rescaling struct {
+	comp     string
+	from, to int
+	// switching: the quiesce is over; C's and its upstream jobs are being
+	// stopped, then the layout committed.
+	switching bool
+	began     time.Time
+	quiesced  time.Time
+}
+
+// RescaleReport describes a finished rescale, for status and figures.
+type RescaleReport struct {
+	Computation string
+	From, To    int
+	// Began is when C's jobs were told to quiesce; Quiesced when the last
+	// reported it; Committed when the new layout was committed; Resumed
+	// when every new partition's job first reported (store clock). The
+	// pause C sees runs from Began (it takes no input) to Resumed.
+	Began, Quiesced, Committed, Resumed time.Time
+}
+
+// Pause is how long the computation took no input.
+func (r RescaleReport) Pause() time.Duration { return r.Resumed.Sub(r.Began) }
+
+// Rescale asks for computation comp to run on n partitions, while the
+// pipeline runs. The target is persisted before Rescale returns, so a
+// controller that takes over carries it out; Rescales reports it done.
+// Asking for the current count cancels a rescale not yet switched.
+func (c *Controller) Rescale(ctx context.Context, comp string, n int) error {
+	c.mu.Lock()
+	cp, ok := c.plan.Computations[comp]
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("controller: no computation %q to rescale", comp)
+	}
+	if err := cp.Rescalable(); err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	if n < 1 {
+		return fmt.Errorf("controller: %d partitions for %s; want at least 1", n, comp)
+	}
+	c.layoutMu.Lock() // one read-modify-commit of the record at a time
+	defer c.layoutMu.Unlock()
+	c.mu.Lock()
+	rec := c.layout.clone()
+	if rec.Counts == nil {
+		rec.Counts, rec.Spec = c.plan.Layout(), c.plan.Layout()
+	}
+	if rec.Targets == nil {
+		rec.Targets = plan.Layout{}
+	}
+	rec.Targets[comp] = n
+	if n == rec.Counts[comp] {
+		delete(rec.Targets, comp)
+	}
+	c.mu.Unlock()
+	txn := store.NewTxn()
+	rec.Put(txn)
+	if err := c.cfg.Store.Commit(ctx, txn); err != nil {
+		return fmt.Errorf("controller: persist the rescale of %s to %d partitions: %w", comp, n, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.layout.Targets == nil {
+		c.layout.Targets = plan.Layout{}
+	}
+	if c.layout.Counts == nil {
+		c.layout.Counts, c.layout.Spec = rec.Counts, rec.Spec
+	}
+	c.layout.Targets[comp] = n
+	if n == c.layout.Counts[comp] {
+		delete(c.layout.Targets, comp)
+		if r := c.rescale; r != nil && r.comp == comp && !r.switching {
+			c.rescale = nil
+		}
+	}
+	return nil
+}
+
+// Rescales returns the finished rescales, oldest first, and the one under
+// way (nil if none).
+func (c *Controller) Rescales() (done []RescaleReport, current *RescaleReport) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	done = append(done, c.rescales...)
+	if r := c.rescale; r != nil {
+		current = &RescaleReport{Computation: r.comp, From: r.from, To: r.to, Began: r.began, Quiesced: r.quiesced}
+	}
+	return done, current
+}
+
+// quiescing reports whether comp's control says Quiesce. REQUIRES: c.mu held.
+func (c *Controller) quiescing(comp string) bool {
+	r := c.rescale
+	return r != nil && !r.switching && r.comp == comp
+}
+
+// held reports whether p may not start a job because a rescale is
+// switching its computation or one writing its inputs. REQUIRES: c.mu held.
+func (c *Controller) held(p *partition) bool {
+	r := c.rescale
+	return r != nil && r.switching && c.affected(p.comp.Name)
+}
+
+// affected reports whether comp is the computation being rescaled or one
+// that writes its inputs (whose jobs route by its layout). REQUIRES: c.mu
+// held, c.rescale set.
+func (c *Controller) affected(comp string) bool {
+	r := c.rescale
+	if comp == r.comp {
+		return true
+	}
+	for _, u := range c.plan.Upstream(c.plan.Computations[r.comp]) {
+		if u.Name == comp {
+			return true
+		}
+	}
+	return false
+}
+
+// decideRescale advances the rescale under way, or begins the next one
+// asked for; eff.layout is set once every job routing by the old layout is
+// removed and its lease aborted, for apply to commit the new one.
+// REQUIRES: c.mu held.
+func (c *Controller) decideRescale(eff *effects, now time.Time) {
+	r := c.rescale
+	if r == nil {
+		if c.state != Working || !c.laidOut {
+			return
+		}
+		for _, name := range sortedNames(c.layout.Targets) {
+			comp := c.plan.Computations[name]
+			if comp == nil || comp.Rescalable() != nil {
+				c.cfg.Logf("controller: not rescaling %s: not a keyed Transform of this pipeline", name)
+				delete(c.layout.Targets, name)
+				continue
+			}
+			to, from := c.layout.Targets[name], comp.Partitions
+			if c.complete[name] {
+				continue
+			}
+			if to == from {
+				delete(c.layout.Targets, name)
+				continue
+			}
+			c.rescale = &rescaling{comp: name, from: from, to: to, began: now}
+			c.cfg.Logf("controller: rescaling %s from %d to %d partitions: quiescing it", name, from, to)
+			break
+		}
+		return
+	}
+	if !r.switching {
+		if c.state != Working {
+			c.cfg.Logf("controller: the pipeline is %s: the rescale of %s waits until it works again", c.state, r.comp)
+			c.rescale = nil
+			return
+		}
+		sts, ok := c.compStatuses(c.plan.Computations[r.comp])
+		if !ok {
+			return
+		}
+		for _, st := range sts {
+			if !st.Quiesced {
+				return
+			}
+		}
+		r.switching, r.quiesced = true, now
+		c.cfg.Logf("controller: %s is quiesced; stopping it and the jobs writing its inputs", r.comp)
+	}
+	removed := false
+	for _, id := range c.order {
+		p := c.partitions[id]
+		if p.job != nil && c.affected(p.comp.Name) {
+			c.removeJob(eff, p, nil, now)
+			removed = true
+		}
+	}
+	if !removed {
+		// Every job routing by the old layout is gone and its lease
+		// aborted (an abort that failed put its job back): switch.
+		eff.layout = &layoutSwitch{comp: r.comp, to: r.to}
+	}
+}
+
+// layoutSwitch is a rescale's commit of the new layout.
+type layoutSwitch struct {
+	comp string
+	to   int
+}
+
+// switchLayout commits the new layout and lays out the computation's
+// partitions anew. A failed commit leaves everything as it was; the next
+// cycle commits again (the record is the same, so an earlier attempt whose
+// outcome was unknown is resolved by the retry).
+func (c *Controller) switchLayout(ctx context.Context, sw *layoutSwitch, now time.Time) error {
+	c.layoutMu.Lock()
+	defer c.layoutMu.Unlock()
+	c.mu.Lock()
+	if r := c.rescale; r == nil || r.comp != sw.comp || !r.switching {
+		c.mu.Unlock()
+		return fmt.Errorf("controller: internal: a layout switch of %s without its rescale", sw.comp)
+	}
+	rec := c.layout.clone()
+	if rec.Counts == nil {
+		rec.Counts, rec.Spec = c.plan.Layout(), c.plan.Layout()
+	}
+	rec.Counts[sw.comp] = sw.to
+	if t, ok := rec.Targets[sw.comp]; ok && t == sw.to {
+		delete(rec.Targets, sw.comp) // else asked for again since: the next rescale
+	}
+	next, err := c.plan.WithLayout(plan.Layout{sw.comp: sw.to})
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	txn := store.NewTxn()
+	rec.Put(txn)
+	if err := c.cfg.Store.Commit(ctx, txn); err != nil {
+		return fmt.Errorf("controller: commit the layout of %s with %d partitions: %w", sw.comp, sw.to, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.rescale
+	c.layout = rec
+	c.plan = next
+	comp := next.Computations[sw.comp]
+	last := map[transport.PartitionID]store.LeaseID{}
+	keep := c.order[:0]
+	for _, id := range c.order {
+		p := c.partitions[id]
+		if p.comp.Name != sw.comp {
+			keep = append(keep, id)
+			continue
+		}
+		last[id] = p.lastLease
+		delete(c.partitions, id)
+		c.cfg.Board.Release(id)
+		if c.cfg.Hub != nil {
+			c.cfg.Hub.Drop(id) // routed by the old layout
+		}
+	}
+	c.order = keep
+	for i := 0; i < sw.to; i++ {
+		lo, hi, toEnd := plan.PartitionRange(i, sw.to)
+		id := plan.KeyedPartitionID(sw.comp, i)
+		c.addPartition(comp, plan.PartitionSpec{ID: id, Index: i, Lo: lo, Hi: hi, ToEnd: toEnd})
+		c.partitions[id].lastLease = last[id]
+	}
+	// Computations upstream keep their *CompPlan (WithLayout), so their
+	// partitions need nothing; their next jobs get the new plan.
+	r.switching = false
+	c.rescale = nil
+	c.pendingResume = append(c.pendingResume, RescaleReport{Computation: sw.comp, From: r.from, To: sw.to, Began: r.began, Quiesced: r.quiesced, Committed: now})
+	c.cfg.Logf("controller: %s now has %d partitions (layout committed); starting its jobs", sw.comp, sw.to)
+	return nil
+}
+
+// noteResumed completes the reports of switched rescales once every
+// partition of the computation has a job that reported. REQUIRES: c.mu held.
+func (c *Controller) noteResumed(now time.Time) {
+	keep := c.pendingResume[:0]
+	for _, rep := range c.pendingResume {
+		comp, ok := c.plan.Computations[rep.Computation]
+		if _, reported := c.compStatuses(comp); ok && reported {
+			rep.Resumed = now
+			c.rescales = append(c.rescales, rep)
+			c.cfg.Logf("controller: the rescale of %s from %d to %d partitions is done; it took no input for %v", rep.Computation, rep.From, rep.To, rep.Pause())
+			continue
+		}
+		keep = append(keep, rep)
+	}
+	c.pendingResume = keep
+}
+
+func sortedNames(l plan.Layout) []string {
+	names := make([]string, 0, len(l))
+	for n := range l {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// SpecLayout returns the spec's partition counts (what a worker that does
+// not know layouts runs).
+func (c *Controller) SpecLayout() plan.Layout {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.SpecLayoutLocked()
+}
+
+// SpecLayoutLocked is SpecLayout with c.mu held.
+func (c *Controller) SpecLayoutLocked() plan.Layout {
+	if c.layout.Spec != nil {
+		return c.layout.Spec
+	}
+	return c.cfg.Plan.Layout()
+}
