@@ -105,7 +105,7 @@ func (p *Pool) adoptable(ctx context.Context, st store.Store, found []surveyed, 
 		}
 		for _, j := range s.rep.Jobs {
 			if recorded[j.Lease] {
-				offers = append(offers, controller.Adoptee{JobID: j.ID, Comp: j.Comp, Partition: j.Partition,
+				offers = append(offers, controller.Adoptee{JobID: j.ID, Comp: j.Comp, Partition: j.Partition, Layout: j.Layout,
 					Lease: j.Lease, Worker: s.w, Incarnation: int(s.rep.Incarnation), Handle: &RemoteHandle{w: s.w, id: j.ID, adopted: true}})
 			}
 		}

@@ -296,7 +296,7 @@ func (w *RemoteWorker) usableLocked() bool { return compatible(w.version, Protoc
 func (w *RemoteWorker) checkVersion(version int, release string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	was := w.usableLocked()
+	was := w.version == 0 || w.usableLocked() // 0: not known yet
 	w.version = versionOf(version)
 	if release != "" {
 		w.release = release
@@ -374,6 +374,15 @@ func (w *RemoteWorker) Start(s plan.JobSpec) (controller.Handle, error) {
 	defer cancel()
 	req := &StartRequest{Term: w.pool.cfg.Term, Version: ProtocolVersion, SpecHash: w.pool.cfg.SpecHash, Comp: s.Comp.Name, Partition: s.Partition,
 		JobID: s.JobID, Lease: s.Lease, Seed: s.Seed, Incarnation: inc}
+	if s.Plan != nil {
+		req.Layout = s.Plan.Layout()
+		w.mu.Lock()
+		v := versionOf(w.version)
+		w.mu.Unlock()
+		if v < 3 && !maps.Equal(req.Layout, w.pool.ctl.SpecLayout()) {
+			return nil, fmt.Errorf("worker %s speaks control protocol version %d, which runs the spec's partition counts, not the rescaled layout %s: upgrade it", w.id, v, req.Layout)
+		}
+	}
 	if _, err := invoke[StartRequest, StartReply](ctx, conn, "Start", req); err != nil {
 		if isDeposed(err) {
 			w.pool.deposedNow()

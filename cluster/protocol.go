@@ -68,6 +68,9 @@ type RunningJob struct {
 	Lease     store.LeaseID      `json:"lease"`
 	// Term of the controller that started or adopted it.
 	Term uint64 `json:"term"`
+	// Layout is the layout the job routes its outputs by (version 3;
+	// absent: the spec's partition counts).
+	Layout plan.Layout `json:"layout,omitempty"`
 }
 
 // StartRequest starts a job whose lease exists already.
@@ -83,6 +86,10 @@ type StartRequest struct {
 	JobID     plan.JobID         `json:"job_id"`
 	Lease     store.LeaseID      `json:"lease"`
 	Seed      uint64             `json:"seed"`
+	// Layout is the partition count of every keyed computation the job
+	// routes by: the controller's current layout, which a rescale changes
+	// while the spec stays (version 3; absent: the spec's counts).
+	Layout plan.Layout `json:"layout,omitempty"`
 	// Incarnation the controller believes the worker has: a worker that
 	// restarted since refuses (its new life is not what was chosen).
 	Incarnation uint64 `json:"incarnation"`

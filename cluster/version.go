@@ -20,8 +20,12 @@ import (
 // heartbeat (it stops the earlier term's jobs, and nothing is adopted from
 // it) and a version 1 controller sends no Keep (a version 2 worker stops
 // the earlier term's jobs at its first heartbeat): each side then behaves
-// as version 1 did.
-const ProtocolVersion = 2
+// as version 1 did. Version 3 adds the layout a job routes by
+// (StartRequest.Layout, RunningJob.Layout): a rescale changes it while the
+// spec stays. A version 2 worker runs the spec's partition counts, so the
+// controller starts a job on one only while its layout is the spec's, and
+// adopts a job that reports no layout only then.
+const ProtocolVersion = 3
 
 // versionOf reads a version field: 0 (absent) is version 1.
 func versionOf(v int) int { return max(v, 1) }

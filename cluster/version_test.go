@@ -12,16 +12,17 @@ import (
 )
 
 // TestProtocolVersions: a worker serves controllers one protocol version
-// apart (an absent version is 1: a build before versions) and refuses one
-// further apart with an error naming both versions — not the deposed
-// error, which would make that controller stand by; a controller gives no
-// job to a worker whose registration names a version further apart.
+// apart and refuses one further apart (an absent version is 1: a build
+// before versions, now two apart) with an error naming both versions — not
+// the deposed error, which would make that controller stand by; a
+// controller gives no job to a worker whose registration names a version
+// further apart.
 func TestProtocolVersions(t *testing.T) {
 	st, _ := testStore(t)
 	ctx := context.Background()
 	w := testWorker(t, st, WorkerConfig{Release: "test-release"})
 	defer w.Node().Close()
-	for term, v := range []int{0, 1, ProtocolVersion, ProtocolVersion + 1} {
+	for term, v := range []int{ProtocolVersion - 1, ProtocolVersion, ProtocolVersion + 1} {
 		rep, err := w.sync(ctx, &SyncRequest{Term: uint64(term + 1), Version: v})
 		if err != nil || rep.Version != ProtocolVersion {
 			t.Fatalf("Sync of a version %d controller: %+v, %v", v, rep, err)
@@ -36,6 +37,9 @@ func TestProtocolVersions(t *testing.T) {
 	if _, err := w.start(ctx, &StartRequest{Term: 10, Version: far}); status.Code(err) != codes.Unimplemented {
 		t.Fatalf("Start of a version %d controller: %v", far, err)
 	}
+	if _, err := w.sync(ctx, &SyncRequest{Term: 11}); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("Sync of a controller that sends no version (1): %v; want Unimplemented", err)
+	}
 
 	regs, err := Registrations(ctx, st)
 	if err != nil || len(regs) != 1 || regs[0].Version != ProtocolVersion || regs[0].Release != "test-release" {
@@ -43,7 +47,7 @@ func TestProtocolVersions(t *testing.T) {
 	}
 	var logged []string
 	p := NewPool(PoolConfig{Store: st, Logf: func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }})
-	old := p.entry(ctx, Registration{ID: "old", Addr: "a", Incarnation: 1})
+	old := p.entry(ctx, Registration{ID: "old", Addr: "a", Incarnation: 1, Version: ProtocolVersion - 1})
 	future := p.entry(ctx, Registration{ID: "future", Addr: "b", Incarnation: 1, Version: far, Release: "weir 9"})
 	now := st.Now()
 	for _, rw := range []*RemoteWorker{old, future} {
@@ -52,7 +56,7 @@ func TestProtocolVersions(t *testing.T) {
 		rw.mu.Unlock()
 	}
 	if !old.AliveAt(now, time.Second) || future.AliveAt(now, time.Second) {
-		t.Fatalf("alive: a version 1 worker %v, a version %d worker %v; want true, false", old.AliveAt(now, time.Second), far, future.AliveAt(now, time.Second))
+		t.Fatalf("alive: a previous version's worker %v, a version %d worker %v; want true, false", old.AliveAt(now, time.Second), far, future.AliveAt(now, time.Second))
 	}
 	if !strings.Contains(strings.Join(logged, "\n"), fmt.Sprintf("worker future speaks control protocol version %d, this controller %d", far, ProtocolVersion)) {
 		t.Fatalf("no log naming both versions: %q", logged)

@@ -219,7 +219,15 @@ func (w *Worker) surveyLocked() *SyncReply {
 		if j.leaving {
 			continue
 		}
-		rep.Jobs = append(rep.Jobs, RunningJob{ID: id, Comp: s.Comp.Name, Partition: s.Partition, Lease: s.Lease, Term: j.term})
+		pl := s.Plan
+		if pl == nil {
+			pl = w.plan
+		}
+		rj := RunningJob{ID: id, Comp: s.Comp.Name, Partition: s.Partition, Lease: s.Lease, Term: j.term}
+		if pl != nil {
+			rj.Layout = pl.Layout()
+		}
+		rep.Jobs = append(rep.Jobs, rj)
 	}
 	return rep
 }
@@ -316,6 +324,14 @@ func (w *Worker) start(ctx context.Context, req *StartRequest) (*StartReply, err
 		return nil, status.Errorf(codes.InvalidArgument, "worker %s: no computation %q in spec %s", w.cfg.ID, req.Comp, req.SpecHash)
 	}
 	js := plan.JobSpec{Comp: comp, Partition: req.Partition, JobID: req.JobID, Lease: req.Lease, Seed: req.Seed}
+	if len(req.Layout) > 0 {
+		// The controller's layout, which a rescale may have changed since
+		// the spec was written (controller/rescale.go).
+		if js.Plan, err = pl.WithLayout(req.Layout); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "worker %s: %v", w.cfg.ID, err)
+		}
+		js.Comp = js.Plan.Computations[req.Comp]
+	}
 	p := req.Partition.ID
 	w.board.Assign(p, req.JobID)
 	w.node.JobStarted(p, req.Lease)
