@@ -95,7 +95,7 @@ func commands() []command {
 		{"queue", "create, write, read and list queues", runQueue},
 		{"table", "read and list external state tables", runTable},
 		{"statictable", "skip an input table a StaticTableSource cannot read", runStaticTable},
-		{"pipeline", "status, stop, pause or start a running pipeline", runPipeline},
+		{"pipeline", "status, stop, pause, start or rescale a running pipeline", runPipeline},
 		{"store", "check a store for damage; create a PostgreSQL store's schema", runStore},
 		{"bench", "measure throughput and latency by processing mode", runBench},
 		{"chaos", "run the fault-injection simulation and print its figures", runChaos},

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"mime"
 	"net"
 	"net/http"
 	"os"
@@ -221,8 +222,10 @@ func runController(o *Options, args []string) error {
 			"--lease-timeout of its loss. The active one runs FILE's pipeline on the\n"+
 			"registered workers ('weir worker'), replaces the jobs of lost workers and\n"+
 			"balances partitions when workers join or leave. Its admin API serves\n"+
-			"GET /status (lag included), GET /metrics (Prometheus), POST /drain?worker=ID\n"+
-			"and the web console (GET /). Exits 0 once the pipeline completed or stopped.")
+			"GET /status (lag included), GET /metrics (Prometheus), POST /drain?worker=ID,\n"+
+			"POST /pipeline/rescale ({\"computation\": NAME, \"partitions\": N}: change a\n"+
+			"keyed computation's partition count live, exactly once) and the web console\n"+
+			"(GET /). Exits 0 once the pipeline completed or stopped.")
 	storeAddr := fs.String("store", "", "PostgreSQL store URL (required)")
 	specPath := fs.String("spec", "", "pipeline spec file (required)")
 	id := fs.String("id", "", "controller name (default: host name and PID)")
@@ -320,7 +323,8 @@ func runController(o *Options, args []string) error {
 }
 
 // clusterAdmin is the controller's admin API: GET /status, GET /metrics,
-// POST /drain, and the web console (console.go: GET / and /console/data). With a token
+// POST /drain, POST /pipeline/rescale (rescale.go, JSON only), and the web
+// console (console.go: GET / and /console/data). With a token
 // (required beyond loopback) every request needs it (Authorization:
 // Bearer), checked in constant time, except the console's page and assets,
 // which hold no data (the page sends the token, from its URL fragment,
@@ -420,6 +424,7 @@ func (a *clusterAdmin) status(ctx context.Context, act *cluster.Active) map[stri
 		return out
 	}
 	out["pipeline"], out["workers"] = act.Engine.Status(), act.Pool.Status()
+	out["rescales"] = rescalesOf(act.Engine.Controller())
 	out["lag"] = a.lag.lagOf(ctx, a.st, a.spec, act.Engine.Controller().Partitions(), act.Engine.Board())
 	return out
 }
@@ -474,6 +479,22 @@ func (a *clusterAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		fmt.Fprintln(w, "draining")
+	case r.URL.Path == "/pipeline/rescale" && r.Method == http.MethodPost:
+		if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" {
+			// A cross-site page can send text/plain without a preflight;
+			// application/json it cannot.
+			http.Error(w, fmt.Sprintf("rescale: Content-Type %q: send the JSON body as application/json", r.Header.Get("Content-Type")), http.StatusUnsupportedMediaType)
+			return
+		}
+		if act == nil {
+			http.Error(w, "this controller is a standby; ask the active one", http.StatusMisdirectedRequest)
+			return
+		}
+		if err := act.Leadership.Err(); err != nil {
+			http.Error(w, fmt.Sprintf("this controller no longer leads (%v); ask the active one", err), http.StatusMisdirectedRequest)
+			return
+		}
+		serveRescale(w, r, act.Engine)
 	default:
 		http.Error(w, "not found", http.StatusNotFound)
 	}

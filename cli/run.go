@@ -257,7 +257,10 @@ func (r *runner) handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		enc.Encode(r.eng.Status())
+		enc.Encode(struct {
+			engine.Status
+			Rescales rescalesJSON `json:"rescales"`
+		}{r.eng.Status(), rescalesOf(r.eng.Controller())})
 	})
 	mux.HandleFunc("POST /pipeline/skip", func(w http.ResponseWriter, req *http.Request) {
 		var sk skipRequest
@@ -278,10 +281,13 @@ func (r *runner) handler() http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 		}
 	})
+	mux.HandleFunc("POST /pipeline/rescale", func(w http.ResponseWriter, req *http.Request) {
+		serveRescale(w, req, r.eng)
+	})
 	mux.HandleFunc("POST /pipeline/{action}", func(w http.ResponseWriter, req *http.Request) {
 		target := map[string]controller.State{"stop": controller.Stopped, "pause": controller.Paused, "start": controller.Working}[req.PathValue("action")]
 		if target == "" {
-			http.Error(w, "unknown action "+req.PathValue("action")+" (want stop, pause or start)", http.StatusNotFound)
+			http.Error(w, "unknown action "+req.PathValue("action")+" (want stop, pause, start, skip or rescale)", http.StatusNotFound)
 			return
 		}
 		if err := r.eng.Controller().SetTarget(target); err != nil {
