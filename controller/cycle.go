@@ -244,12 +244,14 @@ func (c *Controller) apply(ctx context.Context, now time.Time, eff *effects) err
 	if eff.marks != nil {
 		c.persistMarks(ctx, eff.marks, now)
 	}
-	if eff.layout != nil {
+	if eff.layout != nil && !failed(aborted) {
 		if err := c.switchLayout(ctx, eff.layout, now); err != nil {
 			if errors.Is(err, store.ErrUnusable) || errors.Is(err, store.ErrClosed) {
 				return err
 			}
 			c.cfg.Logf("%v; trying again", err)
+		} else {
+			eff.starts = append(eff.starts, c.startsAfterSwitch(now)...)
 		}
 	}
 	for _, s := range eff.starts {
@@ -288,6 +290,16 @@ func (c *Controller) apply(ctx context.Context, now time.Time, eff *effects) err
 		c.abortAll(ctx, lost.aborts)
 	}
 	return startErr
+}
+
+// failed reports whether an abort of this cycle failed.
+func failed(aborted map[*partition]int) bool {
+	for _, o := range aborted {
+		if o == abortFailed {
+			return true
+		}
+	}
+	return false
 }
 
 // abort outcomes.

@@ -216,19 +216,40 @@ func (c *Controller) decideRescale(eff *effects, now time.Time) {
 		r.switching, r.quiesced = true, now
 		c.cfg.Logf("controller: %s is quiesced; stopping it and the jobs writing its inputs", r.comp)
 	}
-	removed := false
 	for _, id := range c.order {
 		p := c.partitions[id]
 		if p.job != nil && c.affected(p.comp.Name) {
 			c.removeJob(eff, p, nil, now)
-			removed = true
 		}
 	}
-	if !removed {
-		// Every job routing by the old layout is gone and its lease
-		// aborted (an abort that failed put its job back): switch.
-		eff.layout = &layoutSwitch{comp: r.comp, to: r.to}
+	// Apply commits the layout once every removed job's lease is aborted
+	// in this cycle (an abort that failed puts its job back: the next
+	// cycle removes it again), then starts the new layout's jobs.
+	eff.layout = &layoutSwitch{comp: r.comp, to: r.to}
+}
+
+// startsAfterSwitch chooses workers for the partitions a switch left
+// without jobs — the rescaled computation's and its upstream ones' — so
+// that they start in the apply that committed the layout instead of a
+// cycle later. REQUIRES: c.mu not held.
+func (c *Controller) startsAfterSwitch(now time.Time) []start {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != Working && c.state != Draining {
+		return nil
 	}
+	var out []start
+	load := c.jobLoads()
+	for _, id := range c.order {
+		p := c.partitions[id]
+		if p.job == nil && !c.complete[p.comp.Name] && !now.Before(p.restartAt) {
+			if w := c.chooseWorker(now, load); w != nil {
+				load[w]++
+				out = append(out, start{p: p, worker: w})
+			}
+		}
+	}
+	return out
 }
 
 // layoutSwitch is a rescale's commit of the new layout.

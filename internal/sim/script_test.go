@@ -31,7 +31,7 @@ import (
 //	new sources=p0:a,b,a;p1:c [swift] [relay] [batching] [timers] [amo] [tail]
 //	    [infinite] [counters=N] [workers=N] [batch=N] [buffer=BYTES]
 //	    [state-cache=BYTES] [lease-timeout=D] [lease-check=D] [tail]
-//	    [stateful-relay] [background-listing]
+//	    [stateful-relay] [transform-relay] [background-listing]
 //	cycle [n=N]                 controller cycles
 //	epoch P [P...]              one epoch of each partition's current job
 //	run [rounds=N]              cycles and epochs until completed (or N rounds)
@@ -104,6 +104,8 @@ func optionsFrom(t *testing.T, d *datadriven.TestData) Options {
 			o.Tail = true
 		case "stateful-relay":
 			o.Relay, o.StatefulRelay = true, true
+		case "transform-relay":
+			o.Relay, o.TransformRelay = true, true
 		case "background-listing":
 			o.BackgroundListing = true
 		case "infinite":

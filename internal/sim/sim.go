@@ -77,6 +77,9 @@ type Options struct {
 	// StatefulRelay makes the Swift relay use state (which Swift
 	// computations may not: see issue 11, scenario 2).
 	StatefulRelay bool
+	// TransformRelay makes the relay a keyed Transform (Passthrough) on two
+	// partitions, which a rescale may change.
+	TransformRelay bool
 	// BackgroundListing lists the sources on the controller's background
 	// goroutine (as in production) instead of inside the cycle; with
 	// BlockListing the source's next listing blocks until ReleaseListing.
@@ -289,7 +292,11 @@ func (s *Sim) buildPlan() *plan.Plan {
 		if o.StatefulRelay {
 			relay = statefulRelay()
 		}
-		pl.Computations["Relay"] = &plan.CompPlan{Code: relay, GroupBy: []string{"key"}, Partitions: 1,
+		parts := 1
+		if o.TransformRelay {
+			relay, parts = builtin.Passthrough(weir.KindTransform), 2
+		}
+		pl.Computations["Relay"] = &plan.CompPlan{Code: relay, GroupBy: []string{"key"}, Partitions: parts,
 			AllowBatching: o.Batching, Inputs: []string{"words"}, Outputs: []string{"relayed"}, Batch: batch,
 			LeaseCheckPeriod: o.LeaseCheckPeriod}
 		counterIn = "relayed"
