@@ -13,10 +13,10 @@ import (
 // Summary is a one-line account of a seed's run.
 func (r *Result) Summary() string {
 	s := r.Stats
-	return fmt.Sprintf("seed %d: %d msgs → %d outputs in %.1fs [%s, sink %s]; faults %d (crash %d, zombie %d, worker-loss %d, ambiguous %d, ack-lost %d, redelivered %d, store-error %d, power-loss %d, handover %d adopting %d jobs); lost %d dup %d unexpected %d; C3 %d C4 %d; zombie writes %d/%d",
+	return fmt.Sprintf("seed %d: %d msgs → %d outputs in %.1fs [%s, sink %s]; faults %d (crash %d, zombie %d, worker-loss %d, ambiguous %d, ack-lost %d, redelivered %d, store-error %d, power-loss %d, handover %d adopting %d jobs, rescale %d/%d); lost %d dup %d unexpected %d; C3 %d C4 %d; zombie writes %d/%d",
 		r.Scenario.Seed, r.Scenario.Messages, r.Outputs, r.Elapsed.Seconds(), r.Scenario.Faults, sinkName(r.Scenario.AsyncSink),
 		s.FaultTotal(), s.CrashTotal(), s.ZombieEpisodes, s.WorkerLosses, s.AmbiguousApplied+s.AmbiguousLost+s.AmbiguousLate,
-		s.AcksLost, s.Redeliveries, s.StoreErrors, s.PowerLosses, s.Handovers, s.Adopted, r.Lost, r.Duplicated, r.Unexpected, r.C3, r.C4,
+		s.AcksLost, s.Redeliveries, s.StoreErrors, s.PowerLosses, s.Handovers, s.Adopted, s.Rescaled, s.Rescales, r.Lost, r.Duplicated, r.Unexpected, r.C3, r.C4,
 		s.ZombieAttempts, s.ZombieAccepted)
 }
 
@@ -126,6 +126,7 @@ func (f *Figures) Markdown(w io.Writer, build, command string, wall time.Duratio
 	row("F8 pause → stop (drained: empty outboxes checked) → start", "%d", s.PauseStops)
 	row("F8 source partitions appearing mid-run (rows older than the watermark)", "%d", s.NewPartitions)
 	row("F8 controller handovers (a new controller adopts the running jobs)", "%d (%d jobs adopted)", s.Handovers, s.Adopted)
+	row("F8 rescales of the Counter while it runs (to 1, 2, 7 or 16 partitions)", "%d asked (%d committed before the run ended)", s.Rescales, s.Rescaled)
 	row("Poisoned rows dead-lettered (failed call undone, one dead letter each)", "%d", s.DeadLetters)
 	row("F4 ambiguous commits", "%d (%d applied, %d not applied, %d landing late: %d applied before any retry, %d rejected by the guard; all resolved by the partition_transactions row)",
 		s.AmbiguousApplied+s.AmbiguousLost+s.AmbiguousLate, s.AmbiguousApplied, s.AmbiguousLost, s.AmbiguousLate, s.LateApplied, s.LateRejected)

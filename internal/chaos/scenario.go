@@ -116,6 +116,9 @@ type FaultSet struct {
 	// Handover: the controller is replaced, as a new leader takes over,
 	// by one that adopts the running jobs (controller.Adopt).
 	Handover bool
+	// Rescale: the Counter's partition count is changed while it runs
+	// (controller.Rescale), to 1, 2, 7 or 16.
+	Rescale bool
 }
 
 func (f FaultSet) String() string {
@@ -126,7 +129,7 @@ func (f FaultSet) String() string {
 	}{{f.Crash, "crash"}, {f.Zombie, "zombie"}, {f.WorkerLoss, "worker-loss"}, {f.Ambiguous, "ambiguous"},
 		{f.AckLoss, "ack-loss"}, {f.Redeliver, "redeliver"}, {f.StoreError, "store-error"}, {f.PowerLoss, "power-loss"},
 		{f.ExpireLease, "expire-lease"}, {f.PauseStop, "pause-stop"}, {f.NewPartition, "new-partition"},
-		{f.Handover, "handover"}} {
+		{f.Handover, "handover"}, {f.Rescale, "rescale"}} {
 		if x.on {
 			on = append(on, x.name)
 		}
@@ -157,6 +160,10 @@ const (
 	// EpHandover replaces the controller by a new one that adopts the
 	// running jobs (sim.handover).
 	EpHandover EpisodeKind = "handover"
+	// EpRescale asks for the Counter on another partition count
+	// (sim.rescale); the controller carries it out while the other faults
+	// go on.
+	EpRescale EpisodeKind = "rescale"
 )
 
 // Episode is one discrete fault.
@@ -321,6 +328,9 @@ func Draw(seed uint64, messages int) Scenario {
 	// seed as it was.
 	sc.Faults.Handover = r.IntN(3) == 0
 	episodes(sc.Faults.Handover, EpHandover, 2*longer)
+	// Drawn after the handover, for the same reason.
+	sc.Faults.Rescale = r.IntN(3) == 0
+	episodes(sc.Faults.Rescale, EpRescale, 2*longer)
 	sortEpisodes(sc.Episodes)
 	// The first zombie freezes before its commit, so that every seed with
 	// zombies has a zombie commit for the fence to reject.

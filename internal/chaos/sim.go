@@ -313,10 +313,21 @@ func (s *sim) startLife(ctx context.Context) error {
 }
 
 // newController builds and loads a controller of life l whose job ids
-// start with prefix (a controller taking over: handover).
+// start with prefix (a controller taking over: handover). Its plan has the
+// stored layout (a rescale's), and it carries out the rescales asked for,
+// as engine.New sets them up.
 func (s *sim) newController(ctx context.Context, l *life, prefix string) (*controller.Controller, error) {
+	stored, ok, err := controller.LoadLayout(ctx, l.st)
+	if err != nil {
+		return nil, err
+	}
+	rec, _ := controller.Reconcile(stored, ok, nil, l.pl.Layout(), false)
+	pl, err := l.pl.WithLayout(rec.Counts)
+	if err != nil {
+		return nil, err
+	}
 	ctl, err := controller.New(controller.Config{
-		Plan: l.pl, Store: l.st, Hub: l.hub, Board: l.board, Workers: worker.ForController(l.workers), JobIDPrefix: prefix,
+		Plan: pl, Layout: &rec, Store: l.st, Hub: l.hub, Board: l.board, Workers: worker.ForController(l.workers), JobIDPrefix: prefix,
 		LeaseTimeout: s.sc.LeaseTimeout, LeasePingPeriod: s.sc.LeaseTimeout / 5, LostWorkerTimeout: s.sc.LostTimeout,
 		// The simulated clock may stand still (ClockStep 0): a crashed job
 		// restarts in the next cycle, as before restart backoff existed.
@@ -882,6 +893,8 @@ func (s *sim) step(ctx context.Context, ep *episode) (bool, error) {
 		return s.pauseStop(ctx, l, ep, now)
 	case EpHandover:
 		return true, s.handover(ctx, l)
+	case EpRescale:
+		return s.rescale(ctx, l, ep, now)
 	}
 	return false, nil
 }
@@ -1165,5 +1178,39 @@ func (s *sim) sabotageOutputs(ctx context.Context, st store.Store) {
 		if err := st.Commit(ctx, txn); err != nil {
 			s.logf("sabotage: %v", err)
 		}
+	}
+}
+
+// rescale drives EpRescale: it asks for the Counter on another partition
+// count (1, 2, 7 or 16, by the episode's pick) and waits until the layout
+// record says so; the episode ends without it when the run completes or
+// the life ends first (the next life's controller carries the target out).
+func (s *sim) rescale(ctx context.Context, l *life, ep *episode, now time.Time) (bool, error) {
+	n := []int{1, 2, 7, 16}[ep.Pick%4]
+	switch ep.phase {
+	case 0:
+		if err := l.ctl.Rescale(ctx, counterComp, n); err != nil {
+			if store.Classify(err) == store.ClassRetriable || errors.Is(err, store.ErrUnusable) {
+				return false, nil // the store is failing (another fault): ask again
+			}
+			return true, err
+		}
+		s.logf("rescale: %s to %d partitions asked", counterComp, n)
+		s.stats.add(func(st *Stats) { st.Rescales++ })
+		ep.phase, ep.deadline = 1, now.Add(60*time.Second)
+		return false, nil
+	default:
+		rec, ok, err := controller.LoadLayout(ctx, l.st)
+		if err != nil {
+			return false, nil
+		}
+		if _, pending := rec.Targets[counterComp]; ok && rec.Counts[counterComp] == n && !pending {
+			s.stats.add(func(st *Stats) { st.Rescaled++ })
+			return true, nil
+		}
+		if l.ctl.State() == controller.Completed || now.After(ep.deadline) {
+			return true, nil
+		}
+		return false, nil
 	}
 }

@@ -35,6 +35,8 @@ type Stats struct {
 	NewPartitions                            int // source partitions revealed while running
 	Handovers                                int // the controller replaced by one that adopts the running jobs
 	Adopted                                  int // … jobs it adopted (the others restarted)
+	Rescales                                 int // the Counter's partition count changed while it ran (asked)
+	Rescaled                                 int // … the new layout committed before the run ended
 	DeadLetters                              int // poisoned rows dead-lettered (Workload.Poison), checked exactly once each
 	PebblePanics                             int // Pebble panicked on a failed WAL: a process crash
 	Restarts                                 int // process restarts (store errors + power losses)
@@ -83,6 +85,8 @@ func (s *Stats) Add(o Stats) {
 	s.NewPartitions += o.NewPartitions
 	s.Handovers += o.Handovers
 	s.Adopted += o.Adopted
+	s.Rescales += o.Rescales
+	s.Rescaled += o.Rescaled
 	s.DeadLetters += o.DeadLetters
 	s.PebblePanics += o.PebblePanics
 	s.Restarts += o.Restarts
@@ -109,7 +113,7 @@ func (s Stats) CrashTotal() int {
 // FaultTotal is the number of injected faults of every type.
 func (s Stats) FaultTotal() int {
 	return s.CrashTotal() + s.ZombieEpisodes + s.WorkerLosses + s.AmbiguousApplied + s.AmbiguousLost + s.AmbiguousLate +
-		s.AcksLost + s.Redeliveries + s.StoreErrors + s.PowerLosses + s.PauseStops + s.NewPartitions + s.Handovers
+		s.AcksLost + s.Redeliveries + s.StoreErrors + s.PowerLosses + s.PauseStops + s.NewPartitions + s.Handovers + s.Rescales
 }
 
 // statsBox is a Stats shared by a run's goroutines.
