@@ -190,7 +190,28 @@ events 500 | weir queue write --store "$STREAM_STORE" events
 caught_up
 key_counts "$STREAM_STORE" stream-counts.txt 150
 
-step "8. Stop"
+step "8. A rescale: the Counter from 4 to 8 partitions, while it runs"
+# POST /pipeline/rescale: the Counter quiesces (takes no input, delivers
+# what it emitted), its jobs and the Reader's stop, the new layout is
+# committed and the jobs start on the new key ranges; the events written
+# meanwhile wait and are counted after, exactly once.
+events 500 | weir queue write --store "$STREAM_STORE" events
+curl -sS --fail-with-body --cacert ca.pem -H "Authorization: Bearer $(cat token)" -H "Content-Type: application/json" \
+	-d '{"computation": "Counter", "partitions": 8}' "https://$ACTIVE/pipeline/rescale" | jq -c '{recorded, computation}'
+rescaled() {
+	for _ in $(seq 600); do
+		[[ $(admin "$ACTIVE" /status | jq '[.rescales.done[]? | select(.to == 8)] | length') -gt 0 ]] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+rescaled
+admin "$ACTIVE" /status | jq -c '.rescales.done[] | {computation, from, to}'
+admin "$ACTIVE" /status | jq '[.pipeline.partitions[] | select(.Partition | startswith("Counter/"))] | length'
+caught_up
+key_counts "$STREAM_STORE" stream-counts.txt 200
+
+step "9. Stop"
 # The active controller (it resigns: a standby left would take over at
 # once; here none is), then the workers as in step 5.
 kill -TERM $STANDBY_PID && wait $STANDBY_PID
