@@ -15,6 +15,8 @@ import (
 	"github.com/weir-stream/weir/cluster"
 	"github.com/weir-stream/weir/connector/queue"
 	"github.com/weir-stream/weir/engine"
+	"github.com/weir-stream/weir/spec"
+	"github.com/weir-stream/weir/store"
 	pstore "github.com/weir-stream/weir/store/pebble"
 	"github.com/weir-stream/weir/wire"
 )
@@ -80,19 +82,12 @@ func TestControllerStatusDeposed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l, err := cluster.Campaign(ctx, st, cluster.LeaderRecord{ID: "old"}, 5*time.Second, time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := cluster.NewPool(cluster.PoolConfig{Store: st})
-	eng, err := engine.New(ctx, engine.Config{Spec: sp, Store: st, Classes: engine.DefaultClasses(), Connectors: engine.DefaultConnectors(), Pool: pool})
-	if err != nil {
-		t.Fatal(err)
-	}
+	act := testActive(t, st, sp, "old")
+	l := act.Leadership
 	a := newClusterAdmin(wire.Security{Token: "s3cret-s3cret-s3cret"}, st, sp)
 	a.console = a.newConsole(sp)
 	defer a.console.stop()
-	a.set(&cluster.Active{Engine: eng, Pool: pool, Leadership: l})
+	a.set(act)
 	call := func(path string) *httptest.ResponseRecorder {
 		t.Helper()
 		req := httptest.NewRequest(http.MethodGet, path, nil)
@@ -144,4 +139,22 @@ func TestControllerStatusDeposed(t *testing.T) {
 	if !strings.Contains(m, "weir_controller_active 0\n") || !strings.Contains(m, fmt.Sprintf("weir_controller_term %s\n", strconv.FormatFloat(float64(next.Term()), 'g', -1, 64))) || strings.Contains(m, "weir_pipeline_state") {
 		t.Fatalf("the deposed controller's /metrics:\n%s", m)
 	}
+}
+
+// testActive makes controller id the leader of st and builds its engine
+// (sp's pipeline) over a pool without workers: an active controller for
+// the admin API's handlers.
+func testActive(t *testing.T, st store.Store, sp *spec.Pipeline, id string) *cluster.Active {
+	t.Helper()
+	ctx := context.Background()
+	l, err := cluster.Campaign(ctx, st, cluster.LeaderRecord{ID: id}, 5*time.Second, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := cluster.NewPool(cluster.PoolConfig{Store: st})
+	eng, err := engine.New(ctx, engine.Config{Spec: sp, Store: st, Classes: engine.DefaultClasses(), Connectors: engine.DefaultConnectors(), Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cluster.Active{Engine: eng, Pool: pool, Leadership: l}
 }

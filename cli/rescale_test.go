@@ -12,36 +12,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/weir-stream/weir/cluster"
 	"github.com/weir-stream/weir/connector/queue"
 	"github.com/weir-stream/weir/controller"
-	"github.com/weir-stream/weir/engine"
+	"github.com/weir-stream/weir/internal/testproc"
 	pstore "github.com/weir-stream/weir/store/pebble"
 	"github.com/weir-stream/weir/wire"
 )
-
-// lockedBuffer is a bytes.Buffer a running command writes while the test
-// reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // runCLIIn is runCLI with stdin.
 func runCLIIn(stdin string, args ...string) (code int, stdout, stderr string) {
@@ -93,7 +72,7 @@ func TestPipelineRescale(t *testing.T) {
 		}
 	}
 
-	var runOut, runErr lockedBuffer
+	var runOut, runErr testproc.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- Main([]string{"run", "--data", dir, "--spec", specPath, "--progress", "0", "-v"}, Options{Stdout: &runOut, Stderr: &runErr})
@@ -301,16 +280,8 @@ func TestClusterAdminRescale(t *testing.T) {
 	if rec := post("application/json", body); rec.Code != http.StatusMisdirectedRequest || !strings.Contains(rec.Body.String(), "standby") {
 		t.Fatalf("rescale on a standby: %d %s", rec.Code, rec.Body)
 	}
-	l, err := cluster.Campaign(ctx, st, cluster.LeaderRecord{ID: "c1"}, 5*time.Second, time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := cluster.NewPool(cluster.PoolConfig{Store: st})
-	eng, err := engine.New(ctx, engine.Config{Spec: sp, Store: st, Classes: engine.DefaultClasses(), Connectors: engine.DefaultConnectors(), Pool: pool})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.set(&cluster.Active{Engine: eng, Pool: pool, Leadership: l})
+	act := testActive(t, st, sp, "c1")
+	a.set(act)
 	if rec := post("text/plain", body); rec.Code != http.StatusUnsupportedMediaType {
 		t.Fatalf("rescale sent as text/plain: %d %s", rec.Code, rec.Body)
 	}
@@ -325,7 +296,7 @@ func TestClusterAdminRescale(t *testing.T) {
 	if err != nil || !ok || lr.Targets["Counter"] != 8 {
 		t.Fatalf("layout record after the rescale: %+v (stored %v, %v); want the target Counter 8", lr, ok, err)
 	}
-	s := a.status(ctx, &cluster.Active{Engine: eng, Pool: pool, Leadership: l})
+	s := a.status(ctx, act)
 	if r, ok := s["rescales"].(rescalesJSON); !ok || len(r.Done) != 0 {
 		t.Fatalf("status rescales: %#v", s["rescales"])
 	}

@@ -3,7 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/weir-stream/weir/plan"
@@ -177,7 +178,7 @@ func (c *Controller) decideRescale(eff *effects, now time.Time) {
 		if c.state != Working || !c.laidOut {
 			return
 		}
-		for _, name := range sortedNames(c.layout.Targets) {
+		for _, name := range slices.Sorted(maps.Keys(c.layout.Targets)) {
 			comp := c.plan.Computations[name]
 			if comp == nil || comp.Rescalable() != nil {
 				c.cfg.Logf("controller: not rescaling %s: not a keyed Transform of this pipeline", name)
@@ -340,15 +341,6 @@ func (c *Controller) noteResumed(now time.Time) {
 		keep = append(keep, rep)
 	}
 	c.pendingResume = keep
-}
-
-func sortedNames(l plan.Layout) []string {
-	names := make([]string, 0, len(l))
-	for n := range l {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // SpecLayout returns the spec's partition counts (what a worker that does

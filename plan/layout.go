@@ -2,7 +2,8 @@ package plan
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -16,13 +17,8 @@ type Layout map[string]int
 
 // String lists the counts in name order: "Counter=4 Sum=2".
 func (l Layout) String() string {
-	names := make([]string, 0, len(l))
-	for n := range l {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var b strings.Builder
-	for i, n := range names {
+	for i, n := range slices.Sorted(maps.Keys(l)) {
 		if i > 0 {
 			b.WriteByte(' ')
 		}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-stream/weir/internal/testproc"
 	"github.com/weir-stream/weir/store/postgres/pgtest"
 )
 
@@ -40,7 +41,7 @@ func infiniteSpec(t *testing.T) string {
 // cleanup if it is still running.
 type running struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testproc.Buffer
 	done   chan error
 }
 
@@ -48,7 +49,7 @@ type running struct {
 func startRun(t *testing.T, dir, spec string, extra ...string) *running {
 	t.Helper()
 	args := append([]string{"run", "--data", dir, "--spec", spec, "--progress", "0"}, extra...)
-	r := &running{cmd: exec.Command(weirBin, args...), stderr: &syncBuffer{}, done: make(chan error, 1)}
+	r := &running{cmd: exec.Command(weirBin, args...), stderr: &testproc.Buffer{}, done: make(chan error, 1)}
 	r.cmd.Stderr = r.stderr
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)

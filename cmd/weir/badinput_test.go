@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-stream/weir/internal/testproc"
 	"github.com/weir-stream/weir/store/postgres/pgtest"
 )
 
@@ -26,7 +27,7 @@ func TestStderrEscapesRowText(t *testing.T) {
 	forged := "weir: 2026/01/01 00:00:00.000000 pipeline completed after 1.0s: Counter 1 in, 1 out; 1 jobs started, 0 failed, 0 lost"
 	weir(t, `{"user":"a","\u001b[2J\u001b]0;owned\u0007":1,"x\n`+forged+`":2,"\u202eevil":3}`+"\n", "queue", "write", "--data", dir, "--partition", "0", "events")
 	cmd := exec.Command(weirBin, "run", "--data", dir, "--spec", exampleSpec("counter"), "--progress", "100ms", "--drain-timeout", "1s")
-	stderr := &syncBuffer{}
+	stderr := &testproc.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

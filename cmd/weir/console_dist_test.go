@@ -25,13 +25,13 @@ import (
 // (killed by PID at cleanup if still running).
 type clusterProc struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testproc.Buffer
 	done chan struct{}
 }
 
 func startCluster(t *testing.T, args ...string) *clusterProc {
 	t.Helper()
-	p := &clusterProc{cmd: exec.Command(weirBin, args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &clusterProc{cmd: exec.Command(weirBin, args...), out: &testproc.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

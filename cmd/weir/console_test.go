@@ -66,7 +66,7 @@ func consoleE2E(t *testing.T, mode, addr, token string, expect map[string]any, h
 	cmd := exec.CommandContext(ctx, node, filepath.Join(web, "test", "console.e2e.cjs"))
 	cmd.Env = append(os.Environ(), "WEIR_MODE="+mode, "WEIR_URL=http://"+addr, "WEIR_TOKEN="+token,
 		"WEIR_EXPECT="+string(ex), "WEIR_ARTIFACTS="+artifacts, "CHROMIUM="+chromiumPath)
-	var out syncBuffer
+	var out testproc.Buffer
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, pw), &out
 	go func() {

@@ -66,13 +66,13 @@ func fillTo(t *testing.T, mnt string, free int64) string {
 // fullDiskRun is one 'weir run' on a data directory of a small tmpfs.
 type fullDiskRun struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testproc.Buffer
 	done   chan error
 }
 
 func startFullDiskRun(t *testing.T, dir string) *fullDiskRun {
 	t.Helper()
-	r := &fullDiskRun{stderr: &syncBuffer{}, done: make(chan error, 1)}
+	r := &fullDiskRun{stderr: &testproc.Buffer{}, done: make(chan error, 1)}
 	r.cmd = exec.Command(weirBin, "run", "--data", dir, "--spec", exampleSpec("counter"), "--progress", "0")
 	r.cmd.Stderr = r.stderr
 	if err := r.cmd.Start(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/weir-stream/weir/internal/testproc"
 	"net"
 	"os"
 	"os/exec"
@@ -140,14 +141,14 @@ func mustUserBin(t *testing.T) string {
 // process is a started 'weir run'.
 type process struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testproc.Buffer
 	done   chan struct{}
 	err    error
 }
 
 func start(t *testing.T, bin string, env []string, args ...string) *process {
 	t.Helper()
-	p := &process{cmd: exec.Command(bin, args...), stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &process{cmd: exec.Command(bin, args...), stderr: &testproc.Buffer{}, done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/weir-stream/weir/connector/statictable"
 	"github.com/weir-stream/weir/connector/statictable/tabletest"
+	"github.com/weir-stream/weir/internal/testproc"
 )
 
 var crashBin = sync.OnceValues(func() (string, error) {
@@ -121,14 +122,14 @@ func TestStaticTableRandomKills(t *testing.T) {
 // bgRun is a 'weir run -v' in the background.
 type bgRun struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testproc.Buffer
 	done   chan error
 }
 
 // startStaticRun starts 'weir run -v' over the fixture.
 func startStaticRun(t *testing.T, f *staticFixture, attr *syscall.SysProcAttr) *bgRun {
 	t.Helper()
-	r := &bgRun{cmd: exec.Command(weirBin, "run", "-v", "--data", f.data, "--spec", f.spec, "--progress", "0"), stderr: &syncBuffer{}, done: make(chan error, 1)}
+	r := &bgRun{cmd: exec.Command(weirBin, "run", "-v", "--data", f.data, "--spec", f.spec, "--progress", "0"), stderr: &testproc.Buffer{}, done: make(chan error, 1)}
 	r.cmd.SysProcAttr = attr
 	r.cmd.Stderr = r.stderr
 	if err := r.cmd.Start(); err != nil {

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
+
+	"github.com/weir-stream/weir/internal/testproc"
 )
 
 // flushStore moves the memtable of DIR's (closed) store into an .sst.
@@ -47,7 +49,7 @@ func (quietPebble) Fatalf(format string, args ...any) {
 func runToEnd(t *testing.T, dir, spec string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(weirBin, "run", "--data", dir, "--spec", spec, "--progress", "0")
-	var stderr syncBuffer
+	var stderr testproc.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -4,10 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -127,98 +125,18 @@ func runHandover(t *testing.T, bin string, sig syscall.Signal, rate int, seed ui
 	second.await(t, "admin API at", time.Minute)
 	procs = append(procs, first, second)
 
-	// written: (time, events written by then), appended by the writer.
-	type point struct {
-		at time.Time
-		n  int
-	}
-	var (
-		mu      sync.Mutex
-		written []point
-		werr    error
-	)
-	wctx, stopWriting := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		r := rand.New(rand.NewPCG(seed, 11))
-		const tick = 10 * time.Millisecond
-		per := max(1, rate/100)
-		total := 0
-		for next := time.Now(); wctx.Err() == nil; next = next.Add(tick) {
-			time.Sleep(time.Until(next))
-			if err := c.Write(ctx, r, per, 40, per); err != nil {
-				mu.Lock()
-				werr = err
-				mu.Unlock()
-				return
-			}
-			total += per
-			mu.Lock()
-			written = append(written, point{time.Now(), total})
-			mu.Unlock()
-		}
-	})
-	// counted: (time, counts read by then), read incrementally.
-	var counted []point
-	next := make([]uint64, c.Counts.Partitions())
-	total := 0
-	poll := func() {
-		for p := range next {
-			rows, err := c.Counts.Read(ctx, p, next[p], 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(rows) > 0 {
-				next[p] = rows[len(rows)-1].Index + 1
-				total += len(rows)
-			}
-		}
-		if len(counted) == 0 || counted[len(counted)-1].n != total {
-			counted = append(counted, point{time.Now(), total})
-		}
-	}
-	countedAt := func(n int, from time.Time) time.Duration {
-		for _, p := range counted {
-			if p.n >= n {
-				return max(0, p.at.Sub(from))
-			}
-		}
-		return -1
-	}
-	pollFor := func(d time.Duration) {
-		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-			poll()
-		}
-	}
-	pollFor(3 * time.Second) // warm up, then the usual latency
+	load := startLoad(t, c, rate, seed)
+	load.pollFor(3 * time.Second) // warm up, then the usual latency
 	probe := time.Now()
-	pollFor(2 * time.Second)
+	load.pollFor(2 * time.Second)
 	stop := time.Now()
 	first.cmd.Process.Signal(sig)
-	pollFor(10 * time.Second)
-	stopWriting()
-	wg.Wait()
-	if werr != nil {
-		t.Fatal(werr)
-	}
+	load.pollFor(10 * time.Second)
+	load.end()
 	var h handover
-	mu.Lock()
-	var before []time.Duration
-	for _, w := range written {
-		lat := countedAt(w.n, w.at)
-		switch {
-		case lat < 0:
-			continue // after the polling ended
-		case w.at.After(probe) && w.at.Before(stop):
-			before = append(before, lat)
-		case !w.at.Before(stop) && w.at.Before(stop.Add(3*time.Second)) && lat > h.worst:
-			h.worst, h.worstAt = lat, w.at.Sub(stop)
-		}
-	}
-	mu.Unlock()
-	if len(before) > 0 {
-		h.usual = median(before)
-	}
+	h.usual = load.usual(probe, stop)
+	worst, at := load.worst(stop, stop.Add(3*time.Second))
+	h.worst, h.worstAt = worst, at.Sub(stop)
 	h.started = metricValue(t, adminAddr(t, second), `weir_jobs_total{event="started"}`)
 	if len(v) > 0 {
 		t.Logf("stopped at %s; the worst latency at %s", stop.Format("15:04:05.000000"), stop.Add(h.worstAt).Format("15:04:05.000000"))

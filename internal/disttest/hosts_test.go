@@ -622,3 +622,46 @@ func (hc *hostCluster) terminate(host string) {
 		hc.t.Fatalf("%s did not exit after SIGTERM:\n%s", host, p.Tail())
 	}
 }
+
+// writeSteadily writes events to the counter — 100 at a time, every 20 ms
+// plus up to jitterMS more — until the returned function is called, which
+// fails the test if a write failed.
+func (hc *hostCluster) writeSteadily(seed uint64, jitterMS int) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var werr error
+	wg.Go(func() {
+		r := rand.New(rand.NewPCG(27, seed))
+		for ctx.Err() == nil {
+			if err := hc.c.Write(context.Background(), r, 100, 40, 50); err != nil {
+				werr = err
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(20+r.IntN(jitterMS)) * time.Millisecond):
+			}
+		}
+	})
+	return func() {
+		hc.t.Helper()
+		cancel()
+		wg.Wait()
+		if werr != nil {
+			hc.t.Fatal(werr)
+		}
+	}
+}
+
+// progress waits until the counts grow (after what).
+func (hc *hostCluster) progress(what string) {
+	hc.t.Helper()
+	_, before, err := hc.c.Read(context.Background())
+	if err != nil {
+		hc.t.Fatal(err)
+	}
+	hc.eventually("counts grow after "+what, func() bool {
+		_, n, err := hc.c.Read(context.Background())
+		return err == nil && n > before
+	})
+}

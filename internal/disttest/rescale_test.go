@@ -5,12 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -65,33 +63,8 @@ func TestRescaleOnHosts(t *testing.T) {
 	}
 	hc.eventually("healthy at the start", func() bool { return laidOut(4) })
 
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var werr error
-	wg.Go(func() {
-		r := rand.New(rand.NewPCG(27, 1))
-		for ctx.Err() == nil {
-			if err := hc.c.Write(context.Background(), r, 100, 40, 50); err != nil {
-				werr = err
-				return
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Duration(20+r.IntN(60)) * time.Millisecond):
-			}
-		}
-	})
-	progress := func(what string) {
-		t.Helper()
-		_, before, err := hc.c.Read(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		hc.eventually("counts grow after "+what, func() bool {
-			_, n, err := hc.c.Read(context.Background())
-			return err == nil && n > before
-		})
-	}
+	stopWriting := hc.writeSteadily(1, 60)
+	progress := hc.progress
 	progress("the start")
 
 	pauses := []string{}
@@ -148,11 +121,7 @@ func TestRescaleOnHosts(t *testing.T) {
 		}
 		pauses = append(pauses, fmt.Sprintf("→%d (%s%s): laid out %v after the request, pause %s", s.n, orDash(s.kill), hit, time.Since(asked).Round(time.Millisecond), got))
 	}
-	cancel()
-	wg.Wait()
-	if werr != nil {
-		t.Fatal(werr)
-	}
+	stopWriting()
 	want := hc.c.Total()
 	hc.eventually("every event counted", func() bool {
 		_, n, err := hc.c.Read(context.Background())

@@ -1,11 +1,8 @@
 package disttest
 
 import (
-	"context"
-	"math/rand/v2"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -55,33 +52,8 @@ func TestRollingUpgrade(t *testing.T) {
 	}
 	healthy("the start (previous release)")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var werr error
-	wg.Go(func() {
-		r := rand.New(rand.NewPCG(27, 3))
-		for ctx.Err() == nil {
-			if err := hc.c.Write(context.Background(), r, 100, 40, 50); err != nil {
-				werr = err
-				return
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Duration(20+r.IntN(80)) * time.Millisecond):
-			}
-		}
-	})
-	progress := func(what string) {
-		t.Helper()
-		_, before, err := hc.c.Read(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		hc.eventually("counts grow after "+what, func() bool {
-			_, n, err := hc.c.Read(context.Background())
-			return err == nil && n > before
-		})
-	}
+	stopWriting := hc.writeSteadily(3, 80)
+	progress := hc.progress
 	progress("the start")
 
 	// 1. The store, online.
@@ -126,11 +98,7 @@ func TestRollingUpgrade(t *testing.T) {
 	hc.startController("ctl1")
 	progress("the old active controller's return, upgraded")
 
-	cancel()
-	wg.Wait()
-	if werr != nil {
-		t.Fatal(werr)
-	}
+	stopWriting()
 	hc.countedExactlyOnce()
 	for _, s := range hc.status().Workers {
 		if !s.Alive || s.Version == 0 {

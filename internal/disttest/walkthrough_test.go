@@ -56,7 +56,7 @@ func TestWalkthrough(t *testing.T) {
 	// it if it hangs or the test fails.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	var out lockedBuffer
+	var out testproc.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	err = cmd.Run()
