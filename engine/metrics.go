@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,7 +14,9 @@ import (
 // controller's job and lease counters, the pipeline state, the partitions
 // whose jobs keep failing (weir_job_consecutive_failures,
 // weir_job_last_error), the sinks whose delivery stopped and the sources
-// that cannot be listed (weir_source_listing_failures).
+// that cannot be listed (weir_source_listing_failures), rescales done
+// (weir_rescales_total, weir_rescale_pause_seconds of the last) and under
+// way (weir_rescale_in_progress).
 func (e *Engine) Collector() prometheus.Collector { return (*collector)(e) }
 
 type collector Engine
@@ -32,6 +35,9 @@ var (
 	descSinkFailed = prometheus.NewDesc("weir_sink_delivery_stopped", "1 for each (partition, sink) whose delivery stopped after its retries ran out (the partition's job is restarted with backoff).", []string{"partition", "sink"}, nil)
 	descFailures   = prometheus.NewDesc("weir_job_consecutive_failures", "Consecutive job failures of a partition since its last healthy run (series only while > 0); the controller restarts it with exponential backoff.", []string{"partition"}, nil)
 	descSourceFail = prometheus.NewDesc("weir_source_listing_failures", "Consecutive failed listings of a source computation's source partitions (series only while > 0); retried with backoff, and a source never listed cannot run or complete.", []string{"computation"}, nil)
+	descRescales   = prometheus.NewDesc("weir_rescales_total", "Rescales of a computation's partition count done by this controller (controller.Rescale).", []string{"computation"}, nil)
+	descPause      = prometheus.NewDesc("weir_rescale_pause_seconds", "How long the computation's last rescale took no input (from its quiesce to its new jobs' first reports).", []string{"computation"}, nil)
+	descRescaling  = prometheus.NewDesc("weir_rescale_in_progress", "1 while a computation is being rescaled (quiesced or switching), labelled with its count and the target.", []string{"computation", "from", "to"}, nil)
 	descLastError  = prometheus.NewDesc("weir_job_last_error", "1 for a failing partition, labelled with its last job error (truncated to 200 bytes).", []string{"partition", "error"}, nil)
 )
 
@@ -39,7 +45,7 @@ var (
 const maxErrorLabel = 200
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInputs, descDuplicates, descOutputs, descEpochs, descCommits, descDropped, descDeadLetter, descJobs, descLeases, descState, descSinkFailed, descFailures, descLastError, descSourceFail} {
+	for _, d := range []*prometheus.Desc{descInputs, descDuplicates, descOutputs, descEpochs, descCommits, descDropped, descDeadLetter, descJobs, descLeases, descState, descSinkFailed, descFailures, descLastError, descSourceFail, descRescales, descPause, descRescaling} {
 		ch <- d
 	}
 }
@@ -63,6 +69,19 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descLeases, prometheus.CounterValue, float64(s.LeasesAborted), "aborted")
 	ch <- prometheus.MustNewConstMetric(descLeases, prometheus.CounterValue, float64(s.LeasesExpired), "expired")
 	ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, 1, string(e.ctl.State()))
+	done, current := e.ctl.Rescales()
+	count, last := map[string]int{}, map[string]float64{}
+	for _, r := range done {
+		count[r.Computation]++
+		last[r.Computation] = r.Pause().Seconds()
+	}
+	for comp, n := range count {
+		ch <- prometheus.MustNewConstMetric(descRescales, prometheus.CounterValue, float64(n), comp)
+		ch <- prometheus.MustNewConstMetric(descPause, prometheus.GaugeValue, last[comp], comp)
+	}
+	if current != nil {
+		ch <- prometheus.MustNewConstMetric(descRescaling, prometheus.GaugeValue, 1, current.Computation, strconv.Itoa(current.From), strconv.Itoa(current.To))
+	}
 	parts := e.ctl.Partitions()
 	for _, f := range e.sinkFailures(parts) {
 		ch <- prometheus.MustNewConstMetric(descSinkFailed, prometheus.GaugeValue, 1, f.Partition, f.Sink)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/weir-stream/weir"
 	"github.com/weir-stream/weir/controller"
 	"github.com/weir-stream/weir/spec"
@@ -191,6 +193,20 @@ func TestRescaleExactlyOnce(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	report()
+	// The last engine's metrics count its rescales and their pauses.
+	var metrics strings.Builder
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(e.Collector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		metrics.WriteString(mf.GetName() + "\n")
+	}
+	if done, _ := e.Controller().Rescales(); len(done) > 0 && !strings.Contains(metrics.String(), "weir_rescale_pause_seconds") {
+		t.Errorf("%d rescales done, and the metrics lack weir_rescale_pause_seconds:\n%s", len(done), metrics.String())
+	}
 	kill()
 	t.Logf("rescales (pause: no input taken; quiesce: until the outbox was delivered): %s", strings.Join(pauses, "; "))
 	f.checkExactlyOnce(t)
