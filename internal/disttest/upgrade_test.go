@@ -22,9 +22,10 @@ import (
 //     build's worker on the same host — the old controller starts jobs on
 //     it, beside w2 of the old release;
 //  3. the standby controller, then the active one (SIGTERM): the upgraded
-//     standby takes over with one old and one new worker, adopting the jobs
-//     on w1 (w2 answers its survey as a heartbeat of the previous protocol
-//     and stops the earlier term's jobs, which restart);
+//     standby takes over with one old and one new worker and adopts the
+//     jobs of both (the previous release speaks control protocol version 2,
+//     which answers a survey; a version 1 worker answered it as a heartbeat
+//     and its jobs restarted);
 //  4. worker w2, then the old active controller comes back upgraded as the
 //     standby.
 //
@@ -90,8 +91,8 @@ func TestRollingUpgrade(t *testing.T) {
 	})
 	adopted, started := hc.metric(`weir_jobs_total{event="adopted"}`), hc.metric(`weir_jobs_total{event="started"}`)
 	t.Logf("the upgraded ctl2 leads an upgraded and an old worker: adopted %v jobs, started %v", adopted, started)
-	if adopted <= 0 {
-		t.Errorf("the upgraded controller adopted none of the jobs on the upgraded worker")
+	if adopted != jobsTotal || started != 0 {
+		t.Errorf("the upgraded controller adopted %v jobs and started %v; want all %d adopted (both workers answer its survey), none started", adopted, started, jobsTotal)
 	}
 	progress("the active controller's stop")
 	upgradeWorker("w2")
