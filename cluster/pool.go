@@ -403,19 +403,35 @@ func (p *Pool) deposedNow() {
 	})
 }
 
-// run heartbeats the worker every SyncPeriod until ctx ends.
+// run heartbeats the worker every SyncPeriod until ctx ends, and five
+// times as often while the controller rescales a computation: the quiesce
+// control goes out, and the jobs' quiesced and first reports come back,
+// with heartbeats, and the computation takes no input meanwhile.
 func (w *RemoteWorker) run(ctx context.Context) {
-	t := time.NewTicker(w.pool.cfg.SyncPeriod)
+	t := time.NewTicker(max(time.Millisecond, w.pool.cfg.SyncPeriod/rescaleSyncFactor))
 	defer t.Stop()
 	for {
+		last := time.Now()
 		w.syncOnce(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if time.Since(last) >= w.pool.cfg.SyncPeriod || w.pool.rescaling() {
+				break
+			}
 		}
 	}
 }
+
+// rescaleSyncFactor: heartbeats are this many times as frequent while a
+// rescale is under way.
+const rescaleSyncFactor = 5
+
+// rescaling reports whether the controller is rescaling a computation.
+func (p *Pool) rescaling() bool { return p.ctl != nil && p.ctl.Rescaling() }
 
 // syncOnce sends one heartbeat and applies the reply.
 func (w *RemoteWorker) syncOnce(ctx context.Context) {

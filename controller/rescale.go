@@ -358,3 +358,12 @@ func (c *Controller) SpecLayoutLocked() plan.Layout {
 	}
 	return c.cfg.Plan.Layout()
 }
+
+// Rescaling reports whether a rescale is under way: quiescing, switching,
+// or waiting for its new jobs' first reports. The distributed mode's pool
+// heartbeats the workers more often meanwhile.
+func (c *Controller) Rescaling() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rescale != nil || len(c.pendingResume) > 0
+}

@@ -25,27 +25,31 @@ import (
 //     three seconds after the request, beside the median latency of those
 //     written in the two seconds before (the usual).
 //
-// Medians of WEIR_DIST_ROUNDS rounds (default 3); every run's counts pass
-// the oracle. Behind WEIR_DIST_FIGURES=1:
+// WEIR_DIST_BASELINE=BIN runs the same with another weir binary
+// (alternating which goes first), medians of WEIR_DIST_ROUNDS rounds
+// (default 3); every run's counts pass the oracle. Behind
+// WEIR_DIST_FIGURES=1:
 //
-//	WEIR_DIST_FIGURES=1 go test -run TestRescaleFigures -v ./internal/disttest
+//	WEIR_DIST_FIGURES=1 WEIR_DIST_BASELINE=/tmp/weir-base go test -run TestRescaleFigures -v ./internal/disttest
 func TestRescaleFigures(t *testing.T) {
 	figures(t)
 	rate := envInt(t, "WEIR_DIST_RATE", 2000)
 	rounds := envInt(t, "WEIR_DIST_ROUNDS", 3)
+	bins := figureBins()
 	steps := []int{8, 4}
-	pause := map[int][]time.Duration{}
-	worst := map[int][]time.Duration{}
-	usual := map[int][]time.Duration{}
-	for r := 0; r < rounds; r++ {
-		t.Run(fmt.Sprintf("r%d", r), func(t *testing.T) {
+	type key struct{ bin, n int }
+	pause := map[key][]time.Duration{}
+	worst := map[key][]time.Duration{}
+	usual := map[key][]time.Duration{}
+	interleave(rounds, len(bins), func(r, b int) {
+		t.Run(fmt.Sprintf("r%d-%s", r, binLabel(b)), func(t *testing.T) {
 			url, _, c, spec := distSetup(t)
 			text := strings.Replace(distSpec, `"computation_class_name" = "SwiftPassthrough";`, `"computation_class_name" = "SwiftPassthrough"; "empty_batch_backoff" = "20ms";`, 1)
 			if err := os.WriteFile(spec, []byte(text), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			startWorkers(t, url, 2)
-			ctl := start(t, "c1", "controller", "--store", url, "--spec", spec, "--id", "c1", "-v")
+			startWorkersBin(t, bins[b], url, 2)
+			ctl := startBin(t, bins[b], "c1", "controller", "--store", url, "--spec", spec, "--id", "c1", "-v")
 			ctl.await(t, "is active", time.Minute)
 			admin := adminAddr(t, ctl)
 			load := startLoad(t, c, rate, uint64(r))
@@ -64,7 +68,8 @@ func TestRescaleFigures(t *testing.T) {
 				w, at := load.worst(asked, asked.Add(3*time.Second))
 				u := load.usual(probe, asked)
 				t.Logf("to %d: pause %v; worst latency %v (%v after the request), usual %v", n, d.Round(time.Millisecond), w, at.Sub(asked).Round(time.Millisecond), u)
-				pause[n], worst[n], usual[n] = append(pause[n], d), append(worst[n], w), append(usual[n], u)
+				k := key{b, n}
+				pause[k], worst[k], usual[k] = append(pause[k], d), append(worst[k], w), append(usual[k], u)
 			}
 			load.end()
 			want := c.Total()
@@ -74,12 +79,15 @@ func TestRescaleFigures(t *testing.T) {
 			})
 			checkCounts(t, context.Background(), c)
 		})
-	}
+	})
 	var tb strings.Builder
-	fmt.Fprintf(&tb, "| rescale | pause (no input taken) | worst latency, 3 s after the request | usual latency |\n|---|---:|---:|---:|\n")
+	fmt.Fprintf(&tb, "| rescale | binary | pause (no input taken) | worst latency, 3 s after the request | usual latency |\n|---|---|---:|---:|---:|\n")
 	from := 4
 	for _, n := range steps {
-		fmt.Fprintf(&tb, "| %d → %d | %v | %v | %v |\n", from, n, median(pause[n]).Round(time.Millisecond), median(worst[n]).Round(time.Millisecond), median(usual[n]).Round(time.Millisecond))
+		for b := range bins {
+			k := key{b, n}
+			fmt.Fprintf(&tb, "| %d → %d | %s | %v | %v | %v |\n", from, n, binLabel(b), median(pause[k]).Round(time.Millisecond), median(worst[k]).Round(time.Millisecond), median(usual[k]).Round(time.Millisecond))
+		}
 		from = n
 	}
 	t.Logf("rescale at %d events/s, medians of %d rounds:\n%s", rate, rounds, tb.String())
