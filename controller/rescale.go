@@ -75,7 +75,10 @@ func (r RescaleReport) Pause() time.Duration { return r.Resumed.Sub(r.Began) }
 // Rescale asks for computation comp to run on n partitions, while the
 // pipeline runs. The target is persisted before Rescale returns, so a
 // controller that takes over carries it out; Rescales reports it done.
-// Asking for the current count cancels a rescale not yet switched.
+// Asking for another count while comp quiesces retargets that rescale;
+// once it switches, the other count is the next rescale. Asking for the
+// current count cancels a rescale not yet switched (comp takes input
+// again).
 func (c *Controller) Rescale(ctx context.Context, comp string, n int) error {
 	c.mu.Lock()
 	cp, ok := c.plan.Computations[comp]
@@ -118,6 +121,9 @@ func (c *Controller) Rescale(ctx context.Context, comp string, n int) error {
 		c.layout.Counts, c.layout.Spec = rec.Counts, rec.Spec
 	}
 	c.layout.Targets[comp] = n
+	if r := c.rescale; r != nil && r.comp == comp && !r.switching {
+		r.to = n // a quiesce under way goes to the new count
+	}
 	if n == c.layout.Counts[comp] {
 		delete(c.layout.Targets, comp)
 		if r := c.rescale; r != nil && r.comp == comp && !r.switching {
@@ -169,9 +175,9 @@ func (c *Controller) affected(comp string) bool {
 }
 
 // decideRescale advances the rescale under way, or begins the next one
-// asked for; eff.layout is set once every job routing by the old layout is
-// removed and its lease aborted, for apply to commit the new one.
-// REQUIRES: c.mu held.
+// asked for. Once the computation is quiesced it removes every job that
+// routes by the old layout and sets eff.layout: apply commits the new
+// layout after their leases' aborts returned. REQUIRES: c.mu held.
 func (c *Controller) decideRescale(eff *effects, now time.Time) {
 	r := c.rescale
 	if r == nil {
