@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -210,4 +211,81 @@ func TestRescaleExactlyOnce(t *testing.T) {
 	kill()
 	t.Logf("rescales (pause: no input taken; quiesce: until the outbox was delivered): %s", strings.Join(pauses, "; "))
 	f.checkExactlyOnce(t)
+}
+
+// TestSwiftPartitionCount: a SwiftMap cannot be rescaled live (its
+// receivers' frontiers per sender partition would drop its outputs), so a
+// spec that changes a keyed SwiftMap's partition_count is refused while the
+// pipeline is not drained, naming the field and the way out.
+//
+//   - Fed by a Transform source (whose outbox a drain empties), the change
+//     is accepted once the pipeline is drained, and every count is exact.
+//   - Fed by a Swift source, it is refused even when drained: the source
+//     replays what it read since its committed position after any restart
+//     (here all of it: the killed run committed no position), and the
+//     replays would reach the Counter from Relay partitions whose frontiers
+//     never saw them. Before this refusal the drained change was accepted
+//     and the Counter counted 261 of those replays twice.
+func TestSwiftPartitionCount(t *testing.T) {
+	for _, swiftSource := range []bool{false, true} {
+		t.Run(map[bool]string{false: "transform-source", true: "swift-source"}[swiftSource], func(t *testing.T) {
+			testSwiftPartitionCount(t, swiftSource)
+		})
+	}
+}
+
+func testSwiftPartitionCount(t *testing.T, swiftSource bool) {
+	f := newFixture(t, 3)
+	f.writeKeys(t, 3000, 30, 5)
+	swift := func(parts int) *spec.Pipeline {
+		p := rescaleSpec(t)
+		if !swiftSource {
+			p.Computations["Reader"].ComputationClassName = "Passthrough"
+		}
+		p.Computations["Relay"].ComputationClassName = "SwiftPassthrough"
+		p.Computations["Relay"].PartitionCount = parts
+		return p
+	}
+	newEngine := func(p *spec.Pipeline) (*Engine, error) {
+		return New(context.Background(), Config{Spec: p, Store: f.st, Classes: DefaultClasses(), Connectors: DefaultConnectors(), Logf: f.logf})
+	}
+	e, err := newEngine(swift(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := runUntil(t, ctx, e, "some input counted", func(s Status) bool { return s.Computations["Counter"].Inputs > 0 })
+	cancel()
+	<-done
+	_, err = newEngine(swift(2))
+	var sce *StaticChangeError
+	if !errors.As(err, &sce) || !strings.Contains(err.Error(), "computations.Relay.partition_count: 4 → 2") || !strings.Contains(err.Error(), "target_state = stopped") {
+		t.Fatalf("a keyed SwiftMap's new partition_count while working: %v; want a StaticChangeError naming computations.Relay.partition_count", err)
+	}
+	stop := swift(4)
+	stop.Dynamic.TargetState = spec.StateStopped
+	if e, err = newEngine(stop); err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer rcancel()
+	if state, err := e.Run(rctx); err != nil || state != controller.Stopped {
+		t.Fatalf("drain ended in %s: %v", state, err)
+	}
+	parts := 2
+	if swiftSource {
+		_, err := newEngine(swift(2))
+		if err == nil || !strings.Contains(err.Error(), "the Swift source Reader") || !strings.Contains(err.Error(), "drained or not") {
+			t.Fatalf("a drained pipeline's SwiftMap fed by a Swift source changed its partition_count: %v; want a refusal naming the source", err)
+		}
+		parts = 4
+	}
+	finite := swift(parts)
+	finite.Computations["Reader"].SourceStreams["events"].Parameters["finite"] = true
+	f.run(t, finite, nil)
+	f.checkExactlyOnce(t)
+	rec, _, err := controller.LoadLayout(context.Background(), f.st)
+	if err != nil || rec.Counts["Relay"] != parts {
+		t.Fatalf("the stored layout %+v (%v); want Relay on %d", rec, err, parts)
+	}
 }

@@ -98,6 +98,25 @@ func checkStaticSpec(ctx context.Context, st store.Store, p *spec.Pipeline, pl *
 				Path: "computations." + name + ".partition_count", Old: fmt.Sprint(rec.Counts[name]), New: fmt.Sprint(n)}}}
 		}
 	}
+	if recorded || prevCounts != nil {
+		before := stored.Counts
+		if !recorded {
+			before = prevCounts
+		}
+		for name, n := range rec.Counts {
+			c, ok := pl.Computations[name]
+			old, had := before[name]
+			if !ok || !had || old == n {
+				continue
+			}
+			if src := pl.SwiftSourceUpstream(c); src != "" {
+				return controller.LayoutRecord{}, fmt.Errorf("engine: computations.%s.partition_count: %d → %d is refused, drained or not: %s is a SwiftMap fed through SwiftMaps by the Swift source %s, "+
+					"which replays after any restart what it read since its committed position, through %s's partitions again; with another count the replays would come from "+
+					"partitions whose receivers' frontiers never saw them, and be processed twice. Keep partition_count %d, or make %s or %s a Transform (it keeps an outbox) and rescale then",
+					name, old, n, name, src, name, old, name, src)
+			}
+		}
+	}
 	txn := store.NewTxn()
 	if len(changes) > 0 {
 		controller.ForgetWatermarks(txn)

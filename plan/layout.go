@@ -82,3 +82,31 @@ func (p *Plan) WithLayout(l Layout) (*Plan, error) {
 	}
 	return out, nil
 }
+
+// SwiftSourceUpstream returns the Swift source computation that feeds the
+// SwiftMap c through SwiftMaps only ("" if none, or if c is not a
+// SwiftMap). Such a source replays, after any restart, what it read since
+// its committed position — a Swift hop keeps no outbox, so the source's
+// position moves only with what it knows was delivered — and the replays
+// reach c's receivers through c's partitions again, deduplicated by their
+// frontiers per (sender partition, origin). A drain does not prevent it (a
+// drained pipeline's next run may still replay), so c's partition count
+// may never change: the replays would arrive under sender partitions whose
+// frontiers never saw them.
+func (p *Plan) SwiftSourceUpstream(c *CompPlan) string {
+	if !c.Swift() || c.IsSource() {
+		return ""
+	}
+	for _, u := range p.Upstream(c) {
+		if !u.Swift() {
+			continue
+		}
+		if u.IsSource() {
+			return u.Name
+		}
+		if s := p.SwiftSourceUpstream(u); s != "" {
+			return s
+		}
+	}
+	return ""
+}
