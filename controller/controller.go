@@ -127,6 +127,12 @@ type Config struct {
 	// FailureLogPeriod bounds how often Warnf gets a summary of repeated
 	// failures (default 10s).
 	FailureLogPeriod time.Duration
+	// QuiesceTimeout bounds how long a rescale keeps a computation
+	// quiesced (taking no input) waiting for its outputs to be delivered:
+	// past it the computation takes input again and the rescale is tried
+	// again after a backoff that doubles from QuiesceTimeout up to 5
+	// minutes (rescale.go). Default 10s.
+	QuiesceTimeout time.Duration
 }
 
 // Worker is where the controller runs jobs (worker.Worker in the embedded
@@ -206,6 +212,9 @@ func (c *Config) defaults() {
 	}
 	if c.FailureLogPeriod <= 0 {
 		c.FailureLogPeriod = 10 * time.Second
+	}
+	if c.QuiesceTimeout <= 0 {
+		c.QuiesceTimeout = 10 * time.Second
 	}
 }
 
@@ -290,6 +299,10 @@ type Controller struct {
 	// (rescale.go).
 	layout  LayoutRecord
 	rescale *rescaling
+	// rescaleRetryAt: no rescale begins before it (a quiesce timed out);
+	// quiesceTimeouts counts them in a row, for the backoff.
+	rescaleRetryAt  time.Time
+	quiesceTimeouts int
 	// layoutMu serializes the commits of the layout record (Rescale and a
 	// rescale's switch), each a read-modify-write of one row.
 	layoutMu sync.Mutex

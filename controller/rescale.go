@@ -181,7 +181,7 @@ func (c *Controller) affected(comp string) bool {
 func (c *Controller) decideRescale(eff *effects, now time.Time) {
 	r := c.rescale
 	if r == nil {
-		if c.state != Working || !c.laidOut {
+		if c.state != Working || !c.laidOut || now.Before(c.rescaleRetryAt) {
 			return
 		}
 		for _, name := range slices.Sorted(maps.Keys(c.layout.Targets)) {
@@ -211,15 +211,13 @@ func (c *Controller) decideRescale(eff *effects, now time.Time) {
 			c.rescale = nil
 			return
 		}
-		sts, ok := c.compStatuses(c.plan.Computations[r.comp])
-		if !ok {
+		if !c.quiesced(r.comp) {
+			if now.Sub(r.began) >= c.cfg.QuiesceTimeout {
+				c.abandonQuiesce(r, now)
+			}
 			return
 		}
-		for _, st := range sts {
-			if !st.Quiesced {
-				return
-			}
-		}
+		c.quiesceTimeouts = 0
 		r.switching, r.quiesced = true, now
 		c.cfg.Logf("controller: %s is quiesced; stopping it and the jobs writing its inputs", r.comp)
 	}
@@ -373,3 +371,41 @@ func (c *Controller) Rescaling() bool {
 	defer c.mu.Unlock()
 	return c.rescale != nil || len(c.pendingResume) > 0
 }
+
+// quiesced reports whether every partition of comp has a job that reports
+// Quiesced. REQUIRES: c.mu held.
+func (c *Controller) quiesced(comp string) bool {
+	sts, ok := c.compStatuses(c.plan.Computations[comp])
+	if !ok {
+		return false
+	}
+	for _, st := range sts {
+		if !st.Quiesced {
+			return false
+		}
+	}
+	return true
+}
+
+// abandonQuiesce gives up a quiesce that did not finish within
+// QuiesceTimeout — its outputs are not acknowledged downstream (a sink that
+// cannot write, a receiver that does not run) or one of its partitions has
+// no job —: the computation takes input again, and the rescale is tried
+// again after a backoff (QuiesceTimeout doubling, at most 5 minutes) while
+// its target stays. REQUIRES: c.mu held.
+func (c *Controller) abandonQuiesce(r *rescaling, now time.Time) {
+	c.quiesceTimeouts++
+	backoff := c.cfg.QuiesceTimeout
+	for i := 1; i < c.quiesceTimeouts && backoff < maxRescaleBackoff; i++ {
+		backoff *= 2
+	}
+	backoff = min(backoff, maxRescaleBackoff)
+	c.rescale, c.rescaleRetryAt = nil, now.Add(backoff)
+	c.cfg.Warnf("the rescale of %s from %d to %d partitions waited %v for %s to deliver its outputs (it took no input meanwhile): "+
+		"it takes input again, and the rescale is tried again in %v; if it keeps timing out, look at what %s's outputs wait for (a sink, a stopped receiver), "+
+		"or cancel it by asking for %d partitions", r.comp, r.from, r.to, now.Sub(r.began).Round(time.Millisecond), r.comp, backoff, r.comp, r.from)
+}
+
+// maxRescaleBackoff caps the wait before a rescale whose quiesce timed out
+// is tried again.
+const maxRescaleBackoff = 5 * time.Minute

@@ -30,7 +30,7 @@ import (
 //
 //	new sources=p0:a,b,a;p1:c [swift] [relay] [batching] [timers] [amo] [tail]
 //	    [infinite] [counters=N] [workers=N] [batch=N] [buffer=BYTES]
-//	    [state-cache=BYTES] [lease-timeout=D] [lease-check=D] [tail]
+//	    [state-cache=BYTES] [lease-timeout=D] [lease-check=D] [quiesce-timeout=D] [tail]
 //	    [stateful-relay] [transform-relay] [background-listing]
 //	cycle [n=N]                 controller cycles
 //	epoch P [P...]              one epoch of each partition's current job
@@ -47,6 +47,8 @@ import (
 //	block-listing / release-listing   (background-listing) a slow listing
 //	inspect P                   the job's bookkeeping (state cache, timers...)
 //	pause / stop / start / state
+//	rescale C n=N               controller.Rescale: computation C onto N partitions
+//	handover [drop=P,P] [misfit=P]   a new controller adopts the running jobs
 //	counts / oracle / handed    what the sink committed (or was handed)
 //	outbox P / dedup C / mailbox P / controls C / status P
 func TestScripts(t *testing.T) {
@@ -126,6 +128,8 @@ func optionsFrom(t *testing.T, d *datadriven.TestData) Options {
 			o.LeaseTimeout = dur(t, v)
 		case "lease-check":
 			o.LeaseCheckPeriod = dur(t, v)
+		case "quiesce-timeout":
+			o.QuiesceTimeout = dur(t, v)
 		case "balance":
 			o.Balance = true
 		default:

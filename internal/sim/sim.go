@@ -98,6 +98,8 @@ type Options struct {
 	StateCacheBytes int
 	// LeaseTimeout (default 5s), LeaseCheckPeriod (default 2s).
 	LeaseTimeout, LeaseCheckPeriod time.Duration
+	// QuiesceTimeout is the controller's (controller.Config; default 10s).
+	QuiesceTimeout time.Duration
 	// Infinite makes the source unbounded (the pipeline never completes;
 	// partitions may appear).
 	Infinite bool
@@ -213,7 +215,12 @@ func (s *Sim) newController(prefix string) (*controller.Controller, error) {
 		Plan: s.Plan, Store: s.Store, Hub: s.Hub, Board: s.Board, Pool: simPool{s}, Balance: o.Balance, JobIDPrefix: prefix,
 		LeaseTimeout: o.LeaseTimeout, LeasePingPeriod: o.LeaseTimeout / 5, LostWorkerTimeout: o.LeaseTimeout / 2,
 		SchedulerPeriod: 100 * time.Millisecond, SyncListings: !o.BackgroundListing, SourceRelistPeriod: time.Second,
-		RestartBackoff: -1, Rand: rand.New(rand.NewPCG(o.Seed, 1)), Logf: s.logf,
+		RestartBackoff: -1, Rand: rand.New(rand.NewPCG(o.Seed, 1)), Logf: s.logf, QuiesceTimeout: o.QuiesceTimeout,
+		Warnf: func(format string, args ...any) {
+			if strings.Contains(format, "rescale") {
+				s.logf("warning: "+format, args...) // the scripts show the rescale's warnings
+			}
+		},
 	})
 }
 
