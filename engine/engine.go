@@ -109,7 +109,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		LostWorkerTimeout: d.LostJobTimeout.Std(), SchedulerPeriod: d.SchedulerPeriod.Std(),
 		RestartBackoff: d.JobRestartBackoff.Std(), RestartBackoffMax: d.JobRestartBackoffMax.Std(),
 		Rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1)), Logf: cfg.Logf, Warnf: cfg.Warnf,
-		Layout: &layout,
+		Layout: &layout, QuiesceTimeout: d.RescaleQuiesceTimeout.Std(),
 	})
 	if err != nil {
 		return nil, err

@@ -32,8 +32,9 @@ const (
 	DefaultLostJobTimeout   = Duration(3 * time.Second)
 	DefaultWorkerCount      = 2
 
-	DefaultJobRestartBackoff    = Duration(time.Second)
-	DefaultJobRestartBackoffMax = Duration(30 * time.Second)
+	DefaultJobRestartBackoff     = Duration(time.Second)
+	DefaultJobRestartBackoffMax  = Duration(30 * time.Second)
+	DefaultRescaleQuiesceTimeout = Duration(10 * time.Second)
 )
 
 // Limits Validate enforces on the numbers that size memory, so that one
@@ -450,6 +451,13 @@ type DynamicSpec struct {
 	// JobRestartBackoffMax caps JobRestartBackoff's doubling. Default 30s;
 	// must not be shorter than JobRestartBackoff.
 	JobRestartBackoffMax Duration `yson:"job_restart_backoff_max,omitempty" yaml:"job_restart_backoff_max,omitempty"`
+	// RescaleQuiesceTimeout bounds how long a rescale ('weir pipeline
+	// rescale', or a new partition_count of a keyed Transform) keeps the
+	// computation quiesced — taking no input — while its outputs are
+	// delivered: past it the computation takes input again and the rescale
+	// is tried again after a backoff (doubling from this, at most 5m).
+	// Default 10s; must be positive.
+	RescaleQuiesceTimeout Duration `yson:"rescale_quiesce_timeout,omitempty" yaml:"rescale_quiesce_timeout,omitempty"`
 }
 
 // Defaulter is implemented by types that fill their zero-valued fields with
@@ -589,6 +597,9 @@ func (d *DynamicSpec) SetDefaults() {
 	}
 	if d.JobRestartBackoffMax == 0 {
 		d.JobRestartBackoffMax = DefaultJobRestartBackoffMax
+	}
+	if d.RescaleQuiesceTimeout == 0 {
+		d.RescaleQuiesceTimeout = DefaultRescaleQuiesceTimeout
 	}
 }
 

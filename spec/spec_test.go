@@ -511,7 +511,7 @@ func TestDefaults(t *testing.T) {
 	}
 	wantDyn := DynamicSpec{TargetState: StateWorking, SchedulerPeriod: Duration(200 * time.Millisecond), LeaseTimeout: Duration(5 * time.Second),
 		LeasePingPeriod: Duration(time.Second), LeaseCheckPeriod: Duration(2 * time.Second), LostJobTimeout: Duration(3 * time.Second), WorkerCount: 2,
-		JobRestartBackoff: Duration(time.Second), JobRestartBackoffMax: Duration(30 * time.Second)}
+		JobRestartBackoff: Duration(time.Second), JobRestartBackoffMax: Duration(30 * time.Second), RescaleQuiesceTimeout: Duration(10 * time.Second)}
 	if p.Dynamic != wantDyn {
 		t.Errorf("dynamic defaults:\n got %+v\nwant %+v", p.Dynamic, wantDyn)
 	}

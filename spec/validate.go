@@ -689,6 +689,7 @@ func (v *validator) dynamic(path string, d *DynamicSpec) {
 	v.positiveDuration(joinKey(path, "lost_job_timeout"), d.LostJobTimeout)
 	v.bounded(joinKey(path, "worker_count"), int64(d.WorkerCount), MaxWorkerCount, "each worker runs its jobs' goroutines")
 	v.positiveDuration(joinKey(path, "job_restart_backoff"), d.JobRestartBackoff)
+	v.positiveDuration(joinKey(path, "rescale_quiesce_timeout"), d.RescaleQuiesceTimeout)
 	if d.JobRestartBackoff > 0 && d.JobRestartBackoffMax < d.JobRestartBackoff {
 		v.add(joinKey(path, "job_restart_backoff_max"), "must not be shorter than job_restart_backoff (%s), got %s", d.JobRestartBackoff, d.JobRestartBackoffMax)
 	}

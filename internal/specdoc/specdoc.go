@@ -111,6 +111,7 @@ var ranges = map[string]string{
 	"spec.DynamicSpec.lost_job_timeout":                    "> 0",
 	"spec.DynamicSpec.job_restart_backoff":                 "> 0",
 	"spec.DynamicSpec.job_restart_backoff_max":             ">= job_restart_backoff",
+	"spec.DynamicSpec.rescale_quiesce_timeout":             "> 0",
 	"spec.DynamicSpec.worker_count":                        fmt.Sprintf("1 … %d (spec.MaxWorkerCount)", spec.MaxWorkerCount),
 	"httpsink.Params.max_idle_connections":                 ">= 0",
 	"httpsink.Params.max_redirect_count":                   ">= 0",
