@@ -613,3 +613,24 @@ func (p *Pool) Status() []WorkerStatus {
 	}
 	return out
 }
+
+// CanRescale implements controller.RescalePool: every live worker must
+// speak control protocol version 3 or later — an older one neither
+// quiesces a computation (the rescale would wait for it, time out and try
+// again for good) nor runs a job on another layout than the spec's.
+func (p *Pool) CanRescale() error {
+	now := p.cfg.Store.Now()
+	for _, cw := range p.Workers() {
+		w := cw.(*RemoteWorker)
+		if !w.AliveAt(now, p.cfg.AliveTimeout) {
+			continue
+		}
+		w.mu.Lock()
+		v, release := versionOf(w.version), w.release
+		w.mu.Unlock()
+		if v < 3 {
+			return fmt.Errorf("worker %s (%s) speaks control protocol version %d, which cannot take part in a rescale (version 3): upgrade it first", w.id, orNone(release), v)
+		}
+	}
+	return nil
+}

@@ -61,6 +61,11 @@ func TestProtocolVersions(t *testing.T) {
 	if !strings.Contains(strings.Join(logged, "\n"), fmt.Sprintf("worker future speaks control protocol version %d, this controller %d", far, ProtocolVersion)) {
 		t.Fatalf("no log naming both versions: %q", logged)
 	}
+	// A live worker of the previous version cannot quiesce: no rescale
+	// while it runs.
+	if err := p.CanRescale(); err == nil || !strings.Contains(err.Error(), "worker old") || !strings.Contains(err.Error(), fmt.Sprintf("version %d", ProtocolVersion-1)) {
+		t.Fatalf("CanRescale with a version %d worker alive: %v; want a refusal naming it", ProtocolVersion-1, err)
+	}
 	for _, s := range p.Status() {
 		if s.ID == "future" && (!s.Incompatible || s.Version != far || s.Release != "weir 9") {
 			t.Fatalf("status of the incompatible worker: %+v", s)

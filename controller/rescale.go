@@ -92,6 +92,11 @@ func (c *Controller) Rescale(ctx context.Context, comp string, n int) error {
 	if n < 1 {
 		return fmt.Errorf("controller: %d partitions for %s; want at least 1", n, comp)
 	}
+	if rp, ok := c.cfg.Pool.(RescalePool); ok {
+		if err := rp.CanRescale(); err != nil {
+			return fmt.Errorf("controller: the rescale of %s is refused: %w", comp, err)
+		}
+	}
 	c.layoutMu.Lock() // one read-modify-commit of the record at a time
 	defer c.layoutMu.Unlock()
 	c.mu.Lock()
@@ -131,6 +136,12 @@ func (c *Controller) Rescale(ctx context.Context, comp string, n int) error {
 		}
 	}
 	return nil
+}
+
+// RescalePool is a Pool that can say its workers cannot take part in a
+// rescale (cluster.Pool: a worker of an older protocol version).
+type RescalePool interface {
+	CanRescale() error
 }
 
 // Rescales returns the finished rescales, oldest first, and the one under
