@@ -134,8 +134,9 @@ func (c *Controller) flushFailures(now time.Time) {
 			fmt.Fprintf(&b, "\n  and %d more partition(s); see 'weir pipeline status'", len(ids)-i)
 			break
 		}
-		p := c.partitions[id]
-		line("partition "+string(id), l.pending[id], p.failures, p.restartAt, p.lastErr)
+		if p := c.partitions[id]; p != nil {
+			line("partition "+string(id), l.pending[id], p.failures, p.restartAt, p.lastErr)
+		}
 	}
 	l.warnf("%s", b.String())
 	clear(l.pending)

@@ -320,6 +320,7 @@ func (c *Controller) switchLayout(ctx context.Context, sw *layoutSwitch, now tim
 		}
 		last[id] = p.lastLease
 		delete(c.partitions, id)
+		delete(c.flog.pending, id) // its failures are summarized no more
 		c.cfg.Board.Release(id)
 		if c.cfg.Hub != nil {
 			c.cfg.Hub.Drop(id) // routed by the old layout
