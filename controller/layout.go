@@ -37,12 +37,14 @@ type listing struct {
 }
 
 // listSources asks each source computation's source for its partitions. It
-// reads only the immutable plan: callers need not hold the mutex (and must
-// not, as it may be slow).
+// reads only the immutable configured plan (cfg.Plan: a rescale replaces
+// c.plan, but never a source computation, whose partitions are its
+// source's): callers need not hold the mutex (and must not, as it may be
+// slow; it runs on the lister's goroutine).
 func (c *Controller) listSources(ctx context.Context) listing {
 	l := listing{keys: map[string][]string{}, errs: map[string]error{}}
-	for _, name := range c.plan.Order() {
-		comp := c.plan.Computations[name]
+	for _, name := range c.cfg.Plan.Order() {
+		comp := c.cfg.Plan.Computations[name]
 		if !comp.IsSource() {
 			continue
 		}
