@@ -373,7 +373,7 @@ func (w *RemoteWorker) Start(s plan.JobSpec) (controller.Handle, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.pool.cfg.CallTimeout)
 	defer cancel()
 	req := &StartRequest{Term: w.pool.cfg.Term, Version: ProtocolVersion, SpecHash: w.pool.cfg.SpecHash, Comp: s.Comp.Name, Partition: s.Partition,
-		JobID: s.JobID, Lease: s.Lease, Seed: s.Seed, Incarnation: inc}
+		JobID: s.JobID, Lease: s.Lease, Seed: s.Seed, Incarnation: inc, Fences: s.Fences}
 	if s.Plan != nil {
 		req.Layout = s.Plan.Layout()
 		w.mu.Lock()

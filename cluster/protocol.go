@@ -4,6 +4,7 @@ import (
 	"github.com/weir-stream/weir/board"
 	"github.com/weir-stream/weir/plan"
 	"github.com/weir-stream/weir/store"
+	"github.com/weir-stream/weir/transport"
 	"github.com/weir-stream/weir/transport/remote"
 )
 
@@ -90,6 +91,10 @@ type StartRequest struct {
 	// routes by: the controller's current layout, which a rescale changes
 	// while the spec stays (version 3; absent: the spec's counts).
 	Layout plan.Layout `json:"layout,omitempty"`
+	// Fences: the worker's node refuses the lives of these sending
+	// partitions below these leases before the job starts (a rescaled
+	// computation's first jobs of a new layout: plan.JobSpec.Fences).
+	Fences map[transport.PartitionID]store.LeaseID `json:"fences,omitempty"`
 	// Incarnation the controller believes the worker has: a worker that
 	// restarted since refuses (its new life is not what was chosen).
 	Incarnation uint64 `json:"incarnation"`

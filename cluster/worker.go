@@ -333,6 +333,9 @@ func (w *Worker) start(ctx context.Context, req *StartRequest) (*StartReply, err
 		js.Comp = js.Plan.Computations[req.Comp]
 	}
 	p := req.Partition.ID
+	for from, lease := range req.Fences {
+		w.node.FenceBelow(from, lease)
+	}
 	w.board.Assign(p, req.JobID)
 	w.node.JobStarted(p, req.Lease)
 	h, err := runner.StartJob(js)

@@ -347,7 +347,11 @@ func (c *Controller) startJob(ctx context.Context, s start, now time.Time) error
 	st := c.cfg.Store
 	c.mu.Lock()
 	last := s.p.lastLease
+	fences, ok := c.resumeFences(s.p)
 	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("controller: %s waits for the jobs of the computations writing its inputs (a rescale's new layout)", s.p.spec.ID)
+	}
 	if invariants.Enabled && last != 0 {
 		// At most one live lease per partition: the previous job's lease
 		// ended (aborted, or found expired) before a new one is created.
@@ -363,7 +367,7 @@ func (c *Controller) startJob(ctx context.Context, s start, now time.Time) error
 	p.lastLease = lease
 	c.seq++
 	id := plan.JobID(fmt.Sprintf("%s#%s%d", p.spec.ID, c.cfg.JobIDPrefix, c.seq))
-	spec := plan.JobSpec{Plan: c.plan, Comp: p.comp, Partition: p.spec, JobID: id, Lease: lease, Seed: c.cfg.Rand.Uint64()}
+	spec := plan.JobSpec{Plan: c.plan, Comp: p.comp, Partition: p.spec, JobID: id, Lease: lease, Seed: c.cfg.Rand.Uint64(), Fences: fences}
 	// The board accepts the job's first post (from Init) only once it owns
 	// the partition.
 	c.cfg.Board.Assign(p.spec.ID, id)

@@ -286,6 +286,24 @@ func (c *Controller) switchLayout(ctx context.Context, sw *layoutSwitch, now tim
 		c.mu.Unlock()
 		return fmt.Errorf("controller: internal: a layout switch of %s without its rescale", sw.comp)
 	}
+	var stopped []transport.PartitionID
+	for _, id := range c.order {
+		if c.affected(c.partitions[id].comp.Name) {
+			stopped = append(stopped, id)
+		}
+	}
+	c.mu.Unlock()
+	if c.cfg.Hub != nil {
+		// The stopped lives can no longer commit, but one still running
+		// (a zombie) could offer what it read or reloaded, routed by the
+		// old layout; landing in a partition of the new one ahead of its
+		// successor's replay, it would advance that partition's frontier
+		// past messages the replay brings next. Fence them all first.
+		for _, id := range stopped {
+			c.cfg.Hub.Fence(id)
+		}
+	}
+	c.mu.Lock()
 	rec := c.layout.clone()
 	if rec.Counts == nil {
 		rec.Counts, rec.Spec = c.plan.Layout(), c.plan.Layout()
@@ -421,3 +439,30 @@ func (c *Controller) abandonQuiesce(r *rescaling, now time.Time) {
 // maxRescaleBackoff caps the wait before a rescale whose quiesce timed out
 // is tried again.
 const maxRescaleBackoff = 5 * time.Minute
+
+// resumeFences returns, for a partition of a computation whose rescale has
+// switched and not resumed yet, the leases of its upstream partitions' jobs
+// (plan.JobSpec.Fences); ok is false while one of them has no job — the
+// partition then waits, as its new job could not fence that partition's
+// stopped lives. REQUIRES: c.mu held.
+func (c *Controller) resumeFences(p *partition) (fences map[transport.PartitionID]store.LeaseID, ok bool) {
+	resuming := false
+	for _, rep := range c.pendingResume {
+		resuming = resuming || rep.Computation == p.comp.Name
+	}
+	if !resuming {
+		return nil, true
+	}
+	fences = map[transport.PartitionID]store.LeaseID{}
+	for _, u := range c.plan.Upstream(p.comp) {
+		for _, id := range c.order {
+			if q := c.partitions[id]; q.comp.Name == u.Name {
+				if q.job == nil {
+					return nil, false
+				}
+				fences[id] = q.job.lease
+			}
+		}
+	}
+	return fences, true
+}

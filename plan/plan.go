@@ -421,4 +421,10 @@ type JobSpec struct {
 	JobID     JobID
 	Lease     store.LeaseID
 	Seed      uint64
+	// Fences are, for a rescaled computation's first jobs of a new layout,
+	// the leases of its upstream partitions' new lives: a receiving node
+	// refuses their earlier lives (transport/remote: Node.FenceBelow),
+	// which routed by the old layout. The embedded engine fences them in
+	// its Hub instead (transport.Hub.Fence).
+	Fences map[transport.PartitionID]store.LeaseID
 }

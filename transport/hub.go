@@ -94,6 +94,15 @@ func (h *Hub) RegisterSender(p PartitionID, ordered bool) SenderToken {
 	return SenderToken{fence: f, gen: f.gen, ordered: ordered}
 }
 
+// Fence supersedes every sender token of partition p issued so far, as a
+// new registration does, without issuing one: it returns after every offer
+// made under them has finished, and their later offers are dropped. A
+// rescale fences the lives it stopped before the next layout's jobs
+// receive (controller/rescale.go): a stopped life routed by the old layout,
+// and an offer of it landing in a new partition could run ahead of the
+// replay of its successor.
+func (h *Hub) Fence(p PartitionID) { h.RegisterSender(p, false) }
+
 // OfferBatch implements Sender: one fence check and one mailbox lock for
 // the whole batch.
 func (h *Hub) OfferBatch(from SenderToken, p PartitionID, offers []Offer, ack *AckHook) int {

@@ -59,10 +59,13 @@ type Node struct {
 	// partition and lease (fenced by in's sender fence).
 	in *transport.Hub
 
-	mu       sync.Mutex
-	routes   map[transport.PartitionID]Route
-	local    map[transport.PartitionID]store.LeaseID // jobs running here
-	senders  map[transport.PartitionID]senderReg     // in's registered sender tokens
+	mu     sync.Mutex
+	routes map[transport.PartitionID]Route
+	local  map[transport.PartitionID]store.LeaseID // jobs running here
+	// floor: no life of a sending partition below this lease is admitted
+	// (FenceBelow).
+	floor    map[transport.PartitionID]store.LeaseID
+	senders  map[transport.PartitionID]senderReg // in's registered sender tokens
 	channels map[channelKey]*channel
 	conns    map[string]grpc.ClientConnInterface
 	// changed is closed (and replaced) whenever routes or local jobs
@@ -106,7 +109,7 @@ func NewNode(cfg Config) *Node {
 		cfg.AckTimeout = DefaultAckTimeout
 	}
 	n := &Node{cfg: cfg, out: transport.NewHub(cfg.BufferBytes), in: transport.NewHub(cfg.BufferBytes),
-		routes: map[transport.PartitionID]Route{}, local: map[transport.PartitionID]store.LeaseID{},
+		routes: map[transport.PartitionID]Route{}, local: map[transport.PartitionID]store.LeaseID{}, floor: map[transport.PartitionID]store.LeaseID{},
 		senders: map[transport.PartitionID]senderReg{}, channels: map[channelKey]*channel{},
 		conns: map[string]grpc.ClientConnInterface{}, changed: make(chan struct{}), inChannels: map[inKey]*inChannel{}}
 	n.streamSeq.Store(uint64(time.Now().UnixNano()))
@@ -235,7 +238,20 @@ func (n *Node) resolveLocked(p transport.PartitionID) (target, bool) {
 // knownLeaseLocked is the newest lease this node knows for partition p.
 // REQUIRES: n.mu held.
 func (n *Node) knownLeaseLocked(p transport.PartitionID) store.LeaseID {
-	return max(n.routes[p].Lease, n.local[p])
+	return max(n.routes[p].Lease, n.local[p], n.floor[p])
+}
+
+// FenceBelow makes the node refuse every life of sending partition p with
+// a lease below lease, whatever its routes say (they may lag a heartbeat
+// behind): a rescaled computation's new job is started with the leases of
+// its upstream partitions' new lives, so that a stopped life that routed
+// by the old layout cannot deliver to it (controller/rescale.go).
+func (n *Node) FenceBelow(p transport.PartitionID, lease store.LeaseID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if lease > n.floor[p] {
+		n.floor[p] = lease
+	}
 }
 
 // deliver offers messages of channel from(fromLease) → to(toLease) into
