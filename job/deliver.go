@@ -189,15 +189,18 @@ func (j *Job) fetchInputs() ([]*weir.Message, error) {
 			return nil, fmt.Errorf("job %s: input %s on stream %s: %w", j.cfg.Partition.ID, m.ID, m.Stream, err)
 		}
 		if ranged && !own.Contains(k.Hash) {
-			// Routed by another layout of this computation: its sender
-			// is a life from before a rescale, whose lease was aborted
-			// before this layout was committed (controller/rescale.go),
-			// so it can never commit the erase the acknowledgement asks
-			// for; its successor routes the message here or elsewhere by
-			// this layout. Processing it would put a key in two
-			// partitions; it must not move a frontier either.
-			j.misrouted = append(j.misrouted, m.ID)
-			continue
+			// Routed by another layout of this computation
+			// (controller/rescale.go): this job's life is over — it is
+			// of an earlier layout and a sender of the new one reached
+			// it before its worker stopped it (the network transport
+			// addresses a partition's life by its routes, a heartbeat
+			// behind) — or the sender's is (the switch fences those).
+			// Processing it would put a key in two partitions, and an
+			// acknowledgement would tell a live sender it was delivered:
+			// leave it unacknowledged (the sender offers it again to
+			// the partition's next life) and stop.
+			return nil, fmt.Errorf("job %s: input %s on stream %s from %s has a key outside this partition's range %s: it was routed by another layout of %s (a rescale); this job's layout is not the sender's, so it stops without acknowledging it",
+				j.cfg.Partition.ID, m.ID, m.Stream, d.From, own, j.comp.Name)
 		}
 		// An origin orders its sub-channel whatever the sender's token says.
 		j.origins = append(j.origins, origin{from: d.From, via: d.Origin, ordered: d.Ordered || d.Origin != ""})
@@ -210,12 +213,6 @@ func (j *Job) fetchInputs() ([]*weir.Message, error) {
 		if tags && d.Ordered && d.Origin == "" && d.From != "" {
 			j.parentOrigin[cp] = d.From
 		}
-	}
-	if len(j.misrouted) > 0 {
-		j.cfg.Logf("job %s: %d input(s) routed here by an earlier layout, acknowledged unprocessed (first: %s)", j.cfg.Partition.ID, len(j.misrouted), j.misrouted[0])
-		j.recv.Ack(j.misrouted...)
-		clear(j.misrouted)
-		j.misrouted = j.misrouted[:0]
 	}
 	return out[:n], nil
 }

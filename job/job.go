@@ -143,9 +143,6 @@ type Job struct {
 	origins []origin
 	// quiesced: the last fetch saw board.Control.Quiesce and took nothing.
 	quiesced bool
-	// misrouted: ids of inputs routed here by another layout, acknowledged
-	// unprocessed (fetchInputs).
-	misrouted []msgid.ID
 
 	lastTS     store.Timestamp
 	eventWM    time.Time

@@ -8,6 +8,7 @@ package tables
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/fnv"
 	"strings"
 
@@ -234,4 +235,12 @@ func appendIDHash(dst []byte, id msgid.ID) []byte {
 func validSender(s string) bool {
 	sender, origin, sub := strings.Cut(s, originSep)
 	return sender != "" && (!sub || (origin != "" && !strings.Contains(origin, originSep)))
+}
+
+// String shows r as [lo, hi) in hex, or [lo, end).
+func (r FrontierRange) String() string {
+	if r.ToEnd {
+		return fmt.Sprintf("[%016x, end)", r.Lo)
+	}
+	return fmt.Sprintf("[%016x, %016x)", r.Lo, r.Hi)
 }
