@@ -88,22 +88,8 @@ func TestElectionHandover(t *testing.T) {
 // aborted at once, and the new leader's AbortRecorded aborts every job
 // lease the old one handed out.
 func TestDeposedControllerFenced(t *testing.T) {
-	st, clk := testStore(t)
+	st, _, fa, jobLease, b := deposed(t)
 	ctx := context.Background()
-	a, err := Campaign(ctx, st, LeaderRecord{ID: "a"}, 5*time.Second, time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fa := Fence(st, a)
-	jobLease, err := fa.CreateLease(ctx, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk.Advance(6 * time.Second) // a paused past its lease timeout
-	b, err := Campaign(ctx, st, LeaderRecord{ID: "b"}, 5*time.Second, time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
 	fb := Fence(st, b)
 	recorded, err := fb.Recorded(ctx)
 	if err != nil || len(recorded) != 1 || !recorded[jobLease] {
@@ -280,21 +266,8 @@ func TestCheckOwnClockWhenStoreUnreadable(t *testing.T) {
 // controller that still believed its workers lost aborted the leases of
 // jobs the new leader had just adopted, which then restarted).
 func TestDeposedControllerAbortsNoLease(t *testing.T) {
-	st, clk := testStore(t)
+	st, a, fa, jobLease, _ := deposed(t)
 	ctx := context.Background()
-	a, err := Campaign(ctx, st, LeaderRecord{ID: "a"}, 5*time.Second, time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fa := Fence(st, a)
-	jobLease, err := fa.CreateLease(ctx, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk.Advance(6 * time.Second) // a paused past its lease timeout
-	if _, err := Campaign(ctx, st, LeaderRecord{ID: "b"}, 5*time.Second, time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
 	// b adopts the job: its lease stays. a wakes up and asks its store.
 	if held, _, err := a.Check(ctx); held || err != nil {
 		t.Fatalf("Check of the deposed leadership: held %v, %v", held, err)
@@ -305,4 +278,25 @@ func TestDeposedControllerAbortsNoLease(t *testing.T) {
 	if ls, _ := st.LeaseState(ctx, jobLease); ls != store.LeaseActive {
 		t.Fatalf("the adopted job's lease is %v after the deposed controller's abort, want active", ls)
 	}
+}
+
+// deposed: controller a leads, hands out the job lease jobLease through
+// its fenced store fa, and pauses past its leadership lease; b takes over.
+func deposed(t *testing.T) (st store.Store, a *Leadership, fa *FencedStore, jobLease store.LeaseID, b *Leadership) {
+	t.Helper()
+	st, clk := testStore(t)
+	ctx := context.Background()
+	a, err := Campaign(ctx, st, LeaderRecord{ID: "a"}, 5*time.Second, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa = Fence(st, a)
+	if jobLease, err = fa.CreateLease(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(6 * time.Second) // a paused past its lease timeout
+	if b, err = Campaign(ctx, st, LeaderRecord{ID: "b"}, 5*time.Second, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	return st, a, fa, jobLease, b
 }
