@@ -100,6 +100,31 @@ func (c *Controller) Rescale(ctx context.Context, comp string, n int) error {
 	c.layoutMu.Lock() // one read-modify-commit of the record at a time
 	defer c.layoutMu.Unlock()
 	c.mu.Lock()
+	rec := c.recordLocked()
+	rec.Targets[comp] = n
+	cancel := n == rec.Counts[comp]
+	if cancel {
+		delete(rec.Targets, comp)
+	}
+	c.mu.Unlock()
+	if err := c.commitRecord(ctx, rec); err != nil {
+		return fmt.Errorf("controller: persist the rescale of %s to %d partitions: %w", comp, n, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.layout = rec
+	if r := c.rescale; r != nil && r.comp == comp && !r.switching {
+		r.to = n // a quiesce under way goes to the new count
+		if cancel {
+			c.rescale = nil
+		}
+	}
+	return nil
+}
+
+// recordLocked returns a copy of the layout record to change: the stored
+// one, or one made from the plan if none was stored. REQUIRES: c.mu held.
+func (c *Controller) recordLocked() LayoutRecord {
 	rec := c.layout.clone()
 	if rec.Counts == nil {
 		rec.Counts, rec.Spec = c.plan.Layout(), c.plan.Layout()
@@ -107,35 +132,15 @@ func (c *Controller) Rescale(ctx context.Context, comp string, n int) error {
 	if rec.Targets == nil {
 		rec.Targets = plan.Layout{}
 	}
-	rec.Targets[comp] = n
-	if n == rec.Counts[comp] {
-		delete(rec.Targets, comp)
-	}
-	c.mu.Unlock()
+	return rec
+}
+
+// commitRecord writes the layout record in a commit of its own.
+// REQUIRES: c.layoutMu held (each write is a read-modify-write).
+func (c *Controller) commitRecord(ctx context.Context, rec LayoutRecord) error {
 	txn := store.NewTxn()
 	rec.Put(txn)
-	if err := c.cfg.Store.Commit(ctx, txn); err != nil {
-		return fmt.Errorf("controller: persist the rescale of %s to %d partitions: %w", comp, n, err)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.layout.Targets == nil {
-		c.layout.Targets = plan.Layout{}
-	}
-	if c.layout.Counts == nil {
-		c.layout.Counts, c.layout.Spec = rec.Counts, rec.Spec
-	}
-	c.layout.Targets[comp] = n
-	if r := c.rescale; r != nil && r.comp == comp && !r.switching {
-		r.to = n // a quiesce under way goes to the new count
-	}
-	if n == c.layout.Counts[comp] {
-		delete(c.layout.Targets, comp)
-		if r := c.rescale; r != nil && r.comp == comp && !r.switching {
-			c.rescale = nil
-		}
-	}
-	return nil
+	return c.cfg.Store.Commit(ctx, txn)
 }
 
 // RescalePool is a Pool that can say its workers cannot take part in a
@@ -304,10 +309,7 @@ func (c *Controller) switchLayout(ctx context.Context, sw *layoutSwitch, now tim
 		}
 	}
 	c.mu.Lock()
-	rec := c.layout.clone()
-	if rec.Counts == nil {
-		rec.Counts, rec.Spec = c.plan.Layout(), c.plan.Layout()
-	}
+	rec := c.recordLocked()
 	rec.Counts[sw.comp] = sw.to
 	if t, ok := rec.Targets[sw.comp]; ok && t == sw.to {
 		delete(rec.Targets, sw.comp) // else asked for again since: the next rescale
@@ -317,9 +319,7 @@ func (c *Controller) switchLayout(ctx context.Context, sw *layoutSwitch, now tim
 	if err != nil {
 		return err
 	}
-	txn := store.NewTxn()
-	rec.Put(txn)
-	if err := c.cfg.Store.Commit(ctx, txn); err != nil {
+	if err := c.commitRecord(ctx, rec); err != nil {
 		return fmt.Errorf("controller: commit the layout of %s with %d partitions: %w", sw.comp, sw.to, err)
 	}
 	c.mu.Lock()
