@@ -62,6 +62,7 @@ func checkStaticSpec(ctx context.Context, st store.Store, p *spec.Pipeline, pl *
 	var prevCounts plan.Layout
 	drained := true
 	var changes []spec.Change
+	var state controller.State
 	if ok {
 		prev, err := spec.DecodeStatic(v)
 		if err != nil {
@@ -73,8 +74,8 @@ func checkStaticSpec(ctx context.Context, st store.Store, p *spec.Pipeline, pl *
 				changes = append(changes, c)
 			}
 		}
-		state, known, err := controller.LoadState(ctx, st)
-		if err != nil {
+		var known bool
+		if state, known, err = controller.LoadState(ctx, st); err != nil {
 			return controller.LayoutRecord{}, err
 		}
 		drained = !known || state == controller.Stopped || state == controller.Completed
@@ -87,35 +88,12 @@ func checkStaticSpec(ctx context.Context, st store.Store, p *spec.Pipeline, pl *
 		return controller.LayoutRecord{}, err
 	}
 	rec, layoutChanged := controller.Reconcile(stored, recorded, prevCounts, specLayout, drained)
-	for name, n := range rec.Targets {
-		if c, ok := pl.Computations[name]; ok && c.Rescalable() != nil {
-			// A SwiftMap's count changes only while drained.
-			state, _, err := controller.LoadState(ctx, st)
-			if err != nil {
-				return controller.LayoutRecord{}, err
-			}
-			return controller.LayoutRecord{}, &StaticChangeError{State: state, Changes: []spec.Change{{
-				Path: "computations." + name + ".partition_count", Old: fmt.Sprint(rec.Counts[name]), New: fmt.Sprint(n)}}}
-		}
+	before := stored.Counts
+	if !recorded {
+		before = prevCounts
 	}
-	if recorded || prevCounts != nil {
-		before := stored.Counts
-		if !recorded {
-			before = prevCounts
-		}
-		for name, n := range rec.Counts {
-			c, ok := pl.Computations[name]
-			old, had := before[name]
-			if !ok || !had || old == n {
-				continue
-			}
-			if src := pl.SwiftSourceUpstream(c); src != "" {
-				return controller.LayoutRecord{}, fmt.Errorf("engine: computations.%s.partition_count: %d → %d is refused, drained or not: %s is a SwiftMap fed through SwiftMaps by the Swift source %s, "+
-					"which replays after any restart what it read since its committed position, through %s's partitions again; with another count the replays would come from "+
-					"partitions whose receivers' frontiers never saw them, and be processed twice. Keep partition_count %d, or make %s or %s a Transform (it keeps an outbox) and rescale then",
-					name, old, n, name, src, name, old, name, src)
-			}
-		}
+	if err := refuseLayoutChange(pl, rec, before, state); err != nil {
+		return controller.LayoutRecord{}, err
 	}
 	txn := store.NewTxn()
 	if len(changes) > 0 {
@@ -135,4 +113,32 @@ func checkStaticSpec(ctx context.Context, st store.Store, p *spec.Pipeline, pl *
 		return controller.LayoutRecord{}, fmt.Errorf("engine: persist the static spec and layout: %w", err)
 	}
 	return rec, nil
+}
+
+// refuseLayoutChange refuses the count changes the run's layout record rec
+// makes (against before, the stored counts; nil: none stored) that cannot
+// be carried out: a SwiftMap's live (a target) while the pipeline is
+// state, not drained; and, drained or not, that of a SwiftMap fed through
+// SwiftMaps by a Swift source (plan.SwiftSourceUpstream).
+func refuseLayoutChange(pl *plan.Plan, rec controller.LayoutRecord, before plan.Layout, state controller.State) error {
+	for name, n := range rec.Targets {
+		if c, ok := pl.Computations[name]; ok && c.Rescalable() != nil {
+			return &StaticChangeError{State: state, Changes: []spec.Change{{
+				Path: "computations." + name + ".partition_count", Old: fmt.Sprint(rec.Counts[name]), New: fmt.Sprint(n)}}}
+		}
+	}
+	for name, n := range rec.Counts {
+		c, ok := pl.Computations[name]
+		old, had := before[name]
+		if !ok || !had || old == n {
+			continue
+		}
+		if src := pl.SwiftSourceUpstream(c); src != "" {
+			return fmt.Errorf("engine: computations.%s.partition_count: %d → %d is refused, drained or not: %s is a SwiftMap fed through SwiftMaps by the Swift source %s, "+
+				"which replays after any restart what it read since its committed position, through %s's partitions again; with another count the replays would come from "+
+				"partitions whose receivers' frontiers never saw them, and be processed twice. Keep partition_count %d, or make %s or %s a Transform (it keeps an outbox) and rescale then",
+				name, old, n, name, src, name, old, name, src)
+		}
+	}
+	return nil
 }
