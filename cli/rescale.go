@@ -82,7 +82,7 @@ func serveRescale(w http.ResponseWriter, req *http.Request, eng *engine.Engine) 
 		return
 	}
 	ctl := eng.Controller()
-	now := currentCount(ctl, rr.Computation)
+	now := ctl.Layout()[rr.Computation]
 	if err := ctl.Rescale(req.Context(), rr.Computation, *rr.Partitions); err != nil {
 		http.Error(w, "rescale: "+err.Error(), http.StatusInternalServerError)
 		return
@@ -110,18 +110,6 @@ func serveRescale(w http.ResponseWriter, req *http.Request, eng *engine.Engine) 
 		"state":       state,
 		"message":     fmt.Sprintf("the rescale of %s to %d partitions is recorded; %s", rr.Computation, *rr.Partitions, when),
 	})
-}
-
-// currentCount is how many partitions the controller lays comp out on now.
-func currentCount(ctl *controller.Controller, comp string) int {
-	n := 0
-	for _, p := range ctl.Partitions() {
-		rest, ok := strings.CutPrefix(string(p.Partition), comp+"/")
-		if _, err := strconv.Atoi(rest); ok && err == nil {
-			n++
-		}
-	}
-	return n
 }
 
 // rescaleJSON is one rescale in GET /status ("rescales").

@@ -466,3 +466,11 @@ func (c *Controller) resumeFences(p *partition) (fences map[transport.PartitionI
 	}
 	return fences, true
 }
+
+// Layout returns the partition counts the controller lays the keyed
+// computations out on now (a rescale changes them).
+func (c *Controller) Layout() plan.Layout {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.plan.Layout()
+}
