@@ -49,26 +49,24 @@ func (j *Job) report(idle bool) {
 		s.EventWM = j.eventWM
 	}
 	undelivered, _ := j.box.undelivered()
-	// Delivered outputs whose erase is not yet committed count as in
-	// flight: a pipeline reported stopped must not send them again.
-	quiet := undelivered == 0 && j.waitingOffers() == 0 && len(j.box.erase) == 0
-	if j.swift != nil {
-		quiet = quiet && j.swift.count() == 0
-	}
+	// emptied: everything the job emitted is delivered — delivered outputs
+	// whose erase is not yet committed count as in flight (a pipeline
+	// reported stopped must not send them again), and so do outputs an
+	// at-most-once sink acknowledged (they left the outbox) but has not
+	// written yet (connector.Queueing): a stop, the completion or a
+	// rescale waits for them.
+	emptied := undelivered == 0 && j.waitingOffers() == 0 && len(j.box.erase) == 0 &&
+		(j.swift == nil || j.swift.count() == 0) && !j.sinksQueued()
+	quiet := emptied
 	if j.src != nil {
 		quiet = quiet && j.src.inflight == 0
 	} else {
 		quiet = quiet && j.recv.Pending() == 0
 	}
-	// An at-most-once sink acknowledged its queued outputs (they left the
-	// outbox) but has not written them yet: a stop or the completion waits
-	// for them (connector.Queueing).
-	quiet = quiet && !j.sinksQueued()
 	s.Quiet, s.DrainingSeen = quiet, ctl.Draining
 	// Quiesced: what the job took before the control said Quiesce is
 	// delivered; input buffered since may wait (it is not fetched).
-	s.Quiesced = j.quiesced && ctl.Quiesce && undelivered == 0 && j.waitingOffers() == 0 && len(j.box.erase) == 0 &&
-		(j.swift == nil || j.swift.count() == 0) && !j.sinksQueued() && !j.sinksPending()
+	s.Quiesced = j.quiesced && ctl.Quiesce && emptied && !j.sinksPending()
 	drained := quiet && j.timers.count() == 0
 	if j.src != nil {
 		drained = drained && j.src.finished()
