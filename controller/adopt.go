@@ -144,7 +144,7 @@ func (c *Controller) refuseAdoptees(ctx context.Context, rest []Adoptee) error {
 // held.
 func (c *Controller) runsLayout(l plan.Layout) bool {
 	if l == nil {
-		l = c.SpecLayoutLocked()
+		l = c.specLayoutLocked()
 	}
 	return maps.Equal(l, c.plan.Layout())
 }

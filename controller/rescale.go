@@ -382,11 +382,11 @@ func (c *Controller) noteResumed(now time.Time) {
 func (c *Controller) SpecLayout() plan.Layout {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.SpecLayoutLocked()
+	return c.specLayoutLocked()
 }
 
-// SpecLayoutLocked is SpecLayout with c.mu held.
-func (c *Controller) SpecLayoutLocked() plan.Layout {
+// specLayoutLocked is SpecLayout with c.mu held.
+func (c *Controller) specLayoutLocked() plan.Layout {
 	if c.layout.Spec != nil {
 		return c.layout.Spec
 	}
